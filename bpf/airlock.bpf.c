@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* airlock's hooks. Each is a few lines in front of the shared verdict
+ * library (verdict.bpf.h); sock_addr hooks return 1 to let the call go on
+ * and 0 to fail it with EPERM, cgroup_skb returns 1 to pass and 0 to drop. */
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <linux/socket.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "verdict.bpf.h"
+#include "parse.bpf.h"
+
+#define AL_AF_INET 2
+#define AL_AF_INET6 10
+#define AL_SOCK_DGRAM 2
+#define AL_SOCK_RAW 3
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+SEC("cgroup/sock_create")
+int al_sock_create(struct bpf_sock *sk)
+{
+	struct al_dest dst = { .protocol = (__u8)sk->protocol };
+	struct al_decision d = { .verdict = AL_VERDICT_ALLOW, .rule = AL_RULE_NONE };
+	__u64 cgid;
+	struct al_sandbox *sb = al_sandbox_of_task(&cgid);
+
+	if (sk->family != AL_AF_INET && sk->family != AL_AF_INET6)
+		return AL_PASS;
+	if (!sb)
+		return al_no_sandbox(AL_HOOK_SOCK_CREATE, cgid, &dst);
+	if (al_latched(sb->slot))
+		return al_quarantined(AL_HOOK_SOCK_CREATE, sb);
+	if (sk->type == AL_SOCK_RAW) {
+		d.verdict = AL_VERDICT_DENY;
+		d.reason = AL_REASON_RAW_SOCKET;
+	} else if (sk->type == AL_SOCK_DGRAM &&
+		   (sk->protocol == IPPROTO_ICMP || sk->protocol == IPPROTO_ICMPV6) &&
+		   !(sb->flags & AL_SB_ALLOW_ICMP)) {
+		d.verdict = AL_VERDICT_DENY;
+		d.reason = AL_REASON_ICMP_SOCKET;
+	}
+	if (d.verdict == AL_VERDICT_ALLOW)
+		return AL_PASS; /* creating a socket is not yet egress: not counted */
+	dst.family = sk->family == AL_AF_INET ? AL_FAMILY_IPV4 : AL_FAMILY_IPV6;
+	return al_finish(AL_HOOK_SOCK_CREATE, sb, cgid, &dst, &d);
+}
+
+static __always_inline int al_addr4(struct bpf_sock_addr *ctx, __u8 hook)
+{
+	struct al_dest dst = { .protocol = (__u8)ctx->protocol };
+
+	al_dest_ip4(&dst, ctx->user_ip4);
+	dst.port = bpf_ntohs((__u16)ctx->user_port);
+	return al_decide_task(hook, &dst);
+}
+
+static __always_inline int al_addr6(struct bpf_sock_addr *ctx, __u8 hook)
+{
+	struct al_dest dst = { .protocol = (__u8)ctx->protocol };
+	__u32 ip6[4] = { ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2], ctx->user_ip6[3] };
+
+	al_dest_ip6(&dst, ip6);
+	dst.port = bpf_ntohs((__u16)ctx->user_port);
+	return al_decide_task(hook, &dst);
+}
+
+SEC("cgroup/connect4")
+int al_connect4(struct bpf_sock_addr *ctx)
+{
+	return al_addr4(ctx, AL_HOOK_CONNECT4);
+}
+
+SEC("cgroup/connect6")
+int al_connect6(struct bpf_sock_addr *ctx)
+{
+	return al_addr6(ctx, AL_HOOK_CONNECT6);
+}
+
+/* A connected UDP socket that sends with ancillary data reaches sendmsg with
+ * no address (0.0.0.0:0): the datagram goes to the socket's peer, so that is
+ * what is judged. */
+SEC("cgroup/sendmsg4")
+int al_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+
+	if (ctx->user_ip4 == 0 && ctx->user_port == 0 && sk && sk->dst_ip4) {
+		struct al_dest dst = { .protocol = (__u8)ctx->protocol };
+
+		al_dest_ip4(&dst, sk->dst_ip4);
+		dst.port = bpf_ntohs(sk->dst_port);
+		return al_decide_task(AL_HOOK_SENDMSG4, &dst);
+	}
+	return al_addr4(ctx, AL_HOOK_SENDMSG4);
+}
+
+SEC("cgroup/sendmsg6")
+int al_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+
+	if (!(ctx->user_ip6[0] | ctx->user_ip6[1] | ctx->user_ip6[2] | ctx->user_ip6[3]) &&
+	    ctx->user_port == 0 && sk &&
+	    (sk->dst_ip6[0] | sk->dst_ip6[1] | sk->dst_ip6[2] | sk->dst_ip6[3])) {
+		struct al_dest dst = { .protocol = (__u8)ctx->protocol };
+		__u32 ip6[4] = { sk->dst_ip6[0], sk->dst_ip6[1], sk->dst_ip6[2], sk->dst_ip6[3] };
+
+		al_dest_ip6(&dst, ip6);
+		dst.port = bpf_ntohs(sk->dst_port);
+		return al_decide_task(AL_HOOK_SENDMSG6, &dst);
+	}
+	return al_addr6(ctx, AL_HOOK_SENDMSG6);
+}
+
+/* The backstop: whatever the syscall claimed, this is where the packet goes. */
+SEC("cgroup_skb/egress")
+int al_egress(struct __sk_buff *skb)
+{
+	__u64 cgid;
+	struct al_sandbox *sb = al_sandbox_of_skb(skb, &cgid);
+	struct al_dest dst;
+	struct al_decision d = { .rule = AL_RULE_NONE };
+	int bad = al_parse_egress(skb, &dst);
+	int verdict;
+
+	if (!sb)
+		return al_no_sandbox(AL_HOOK_EGRESS, cgid, &dst);
+
+	struct al_counters *c = al_counters_of(sb->slot);
+
+	if (al_latched(sb->slot)) {
+		verdict = al_quarantined(AL_HOOK_EGRESS, sb);
+	} else {
+		if (bad) {
+			d.verdict = AL_VERDICT_DENY;
+			d.reason = bad;
+		} else {
+			al_rules_decide(sb->policy_id, &dst, &d);
+		}
+		verdict = al_finish(AL_HOOK_EGRESS, sb, cgid, &dst, &d);
+	}
+	if (c) {
+		if (verdict == AL_PASS) {
+			c->egress_packets++;
+			c->egress_bytes += skb->len;
+		} else {
+			c->denied_packets++;
+			c->denied_bytes += skb->len;
+		}
+	}
+	return verdict;
+}

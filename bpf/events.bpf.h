@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Counters and events. Counters are exact (per-CPU, in the kernel); the ring
+ * buffer is telemetry, and what it could not take is itself counted. */
+#ifndef AIRLOCK_EVENTS_BPF_H
+#define AIRLOCK_EVENTS_BPF_H
+
+#include "maps.bpf.h"
+
+/* What a verdict was about: the destination as the kernel will use it. */
+struct al_dest {
+	__u8 family;   /* al_family, 0 when there is none (sock_create) */
+	__u8 protocol; /* IPPROTO_* */
+	__u16 port;    /* host order */
+	__u8 addr[16];
+};
+
+struct al_decision {
+	__u8 verdict; /* al_verdict */
+	__u8 reason;  /* al_reason */
+	__u16 rule;   /* AL_RULE_NONE or a policy rule index */
+	__u8 latched; /* this decision set the latch */
+};
+
+static __always_inline struct al_counters *al_counters_of(__u32 slot)
+{
+	return bpf_map_lookup_elem(&al_counters, &slot);
+}
+
+static __always_inline void al_count(struct al_counters *c, __u8 hook,
+				     const struct al_decision *d)
+{
+	if (!c)
+		return;
+	if (hook < AL_HOOK_MAX && d->verdict < AL_VERDICT_MAX)
+		c->decisions[hook][d->verdict]++;
+	if (d->verdict != AL_VERDICT_ALLOW) {
+		c->violations++;
+		if (d->reason < AL_REASON_MAX)
+			c->reasons[d->reason]++;
+	}
+}
+
+static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgroup_id,
+				    __u32 slot, __u32 policy_id, const struct al_dest *dst,
+				    const struct al_decision *d)
+{
+	void *ring = bpf_map_lookup_elem(&al_rings, &slot);
+	struct al_event *e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : 0;
+
+	if (!e) {
+		if (c)
+			c->events_lost++;
+		return;
+	}
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	e->ts_ns = bpf_ktime_get_ns();
+	e->cgroup_id = cgroup_id;
+	e->pid = (__u32)pid_tgid;
+	e->tgid = pid_tgid >> 32;
+	e->slot = slot;
+	e->policy_id = policy_id;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	e->kind = AL_EVENT_DECISION;
+	e->hook = hook;
+	e->verdict = d->verdict;
+	e->reason = d->reason;
+	e->family = dst->family;
+	e->protocol = dst->protocol;
+	e->port = dst->port;
+	e->rule = d->rule;
+	e->latched = d->latched;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	__builtin_memcpy(e->addr, dst->addr, sizeof(e->addr));
+	bpf_ringbuf_submit(e, 0);
+}
+
+#endif

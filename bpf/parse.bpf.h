@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Packet parsing for cgroup_skb: the real destination of what leaves.
+ * Anything the parser cannot walk to the end is reported, never passed. */
+#ifndef AIRLOCK_PARSE_BPF_H
+#define AIRLOCK_PARSE_BPF_H
+
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include "events.bpf.h"
+
+#define AL_IPOPT_EOL 0
+#define AL_IPOPT_NOP 1
+#define AL_IPOPT_LSRR 0x83
+#define AL_IPOPT_SSRR 0x89
+#define AL_IPV4_MAX_OPTLEN 40
+#define AL_IPV6_MAX_EXTHDRS 8
+
+#define AL_NEXTHDR_HOP 0
+#define AL_NEXTHDR_ROUTING 43
+#define AL_NEXTHDR_FRAGMENT 44
+#define AL_NEXTHDR_DEST 60
+
+/* Returns 0, or the al_reason that forbids the packet whatever its address. */
+static __always_inline int al_parse_ipv4_options(struct __sk_buff *skb, __u32 optlen)
+{
+	__u32 off = 0;
+
+	for (int i = 0; i < AL_IPV4_MAX_OPTLEN; i++) {
+		__u8 hdr[2];
+
+		if (off >= optlen)
+			return 0;
+		if (bpf_skb_load_bytes(skb, sizeof(struct iphdr) + off, hdr, 1))
+			return AL_REASON_MALFORMED;
+		if (hdr[0] == AL_IPOPT_EOL)
+			return 0;
+		if (hdr[0] == AL_IPOPT_NOP) {
+			off++;
+			continue;
+		}
+		if (off + 1 >= optlen ||
+		    bpf_skb_load_bytes(skb, sizeof(struct iphdr) + off, hdr, 2))
+			return AL_REASON_MALFORMED;
+		if (hdr[0] == AL_IPOPT_LSRR || hdr[0] == AL_IPOPT_SSRR)
+			return AL_REASON_SOURCE_ROUTE;
+		if (hdr[1] < 2 || off + hdr[1] > optlen)
+			return AL_REASON_MALFORMED;
+		off += hdr[1];
+	}
+	return off >= optlen ? 0 : AL_REASON_MALFORMED;
+}
+
+static __always_inline int al_load_port(struct __sk_buff *skb, __u32 l4off, struct al_dest *dst)
+{
+	__be16 ports[2];
+
+	if (dst->protocol != IPPROTO_TCP && dst->protocol != IPPROTO_UDP) {
+		dst->port = 0;
+		return 0;
+	}
+	if (bpf_skb_load_bytes(skb, l4off, ports, sizeof(ports)))
+		return AL_REASON_MALFORMED;
+	dst->port = bpf_ntohs(ports[1]);
+	return 0;
+}
+
+static __always_inline int al_parse_ipv4(struct __sk_buff *skb, struct al_dest *dst)
+{
+	struct iphdr iph;
+
+	if (bpf_skb_load_bytes(skb, 0, &iph, sizeof(iph)) || iph.version != 4 || iph.ihl < 5)
+		return AL_REASON_MALFORMED;
+	al_dest_ip4(dst, iph.daddr);
+	dst->protocol = iph.protocol;
+	dst->port = 0;
+	/* Fragmentation happens after this hook for local traffic: a fragment
+	 * here was built by hand. */
+	if (iph.frag_off & bpf_htons(0x3fff))
+		return AL_REASON_FRAGMENT;
+	if (iph.ihl > 5) {
+		int r = al_parse_ipv4_options(skb, iph.ihl * 4 - sizeof(iph));
+		if (r)
+			return r;
+	}
+	return al_load_port(skb, iph.ihl * 4, dst);
+}
+
+static __always_inline int al_parse_ipv6(struct __sk_buff *skb, struct al_dest *dst)
+{
+	struct ipv6hdr ip6h;
+
+	if (bpf_skb_load_bytes(skb, 0, &ip6h, sizeof(ip6h)) || ip6h.version != 6)
+		return AL_REASON_MALFORMED;
+	dst->family = AL_FAMILY_IPV6;
+	__builtin_memcpy(dst->addr, &ip6h.daddr, 16);
+	dst->port = 0;
+
+	__u8 next = ip6h.nexthdr;
+	__u32 off = sizeof(ip6h);
+
+	for (int i = 0; i < AL_IPV6_MAX_EXTHDRS; i++) {
+		__u8 ext[2];
+
+		switch (next) {
+		case AL_NEXTHDR_HOP:
+		case AL_NEXTHDR_DEST:
+			if (bpf_skb_load_bytes(skb, off, ext, sizeof(ext)))
+				return AL_REASON_MALFORMED;
+			next = ext[0];
+			off += (ext[1] + 1) * 8;
+			continue;
+		case AL_NEXTHDR_ROUTING:
+			return AL_REASON_ROUTING_HEADER;
+		case AL_NEXTHDR_FRAGMENT:
+			return AL_REASON_FRAGMENT;
+		default:
+			dst->protocol = next;
+			return al_load_port(skb, off, dst);
+		}
+	}
+	dst->protocol = next;
+	return AL_REASON_MALFORMED;
+}
+
+/* Fills dst with what the packet is really sent to. Returns 0 or the
+ * al_reason that makes it a violation before any rule is consulted. */
+static __always_inline int al_parse_egress(struct __sk_buff *skb, struct al_dest *dst)
+{
+	__builtin_memset(dst, 0, sizeof(*dst));
+	if (skb->protocol == bpf_htons(ETH_P_IP))
+		return al_parse_ipv4(skb, dst);
+	if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		return al_parse_ipv6(skb, dst);
+	return AL_REASON_MALFORMED;
+}
+
+#endif

@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* The verdict library every hook calls: find the sandbox, look the
+ * destination up in its compiled rules, apply the latch, count, report. */
+#ifndef AIRLOCK_VERDICT_BPF_H
+#define AIRLOCK_VERDICT_BPF_H
+
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <bpf/bpf_endian.h>
+#include "events.bpf.h"
+
+#define AL_PASS 1
+#define AL_DROP 0
+
+static __always_inline __u32 al_level_mask(void)
+{
+	__u32 zero = 0;
+	struct al_config *cfg = bpf_map_lookup_elem(&al_config, &zero);
+
+	return cfg ? cfg->level_mask : 0;
+}
+
+/* The deepest registered ancestor wins, so a sandbox nested in another is
+ * judged by its own policy. Only levels where some sandbox sits are tried. */
+static __always_inline struct al_sandbox *al_sandbox_of_task(__u64 *cgid)
+{
+	__u32 mask = al_level_mask();
+
+	for (int lvl = AL_MAX_LEVELS - 1; lvl > 0; lvl--) {
+		if (!(mask & (1u << lvl)))
+			continue;
+		__u64 id = bpf_get_current_ancestor_cgroup_id(lvl);
+		if (!id)
+			continue;
+		struct al_sandbox *sb = bpf_map_lookup_elem(&al_sandboxes, &id);
+		if (sb) {
+			*cgid = id;
+			return sb;
+		}
+	}
+	*cgid = bpf_get_current_cgroup_id();
+	return 0;
+}
+
+/* Keyed on the socket's cgroup, which is what attached the program. */
+static __always_inline struct al_sandbox *al_sandbox_of_skb(struct __sk_buff *skb, __u64 *cgid)
+{
+	__u32 mask = al_level_mask();
+
+	for (int lvl = AL_MAX_LEVELS - 1; lvl > 0; lvl--) {
+		if (!(mask & (1u << lvl)))
+			continue;
+		__u64 id = bpf_skb_ancestor_cgroup_id(skb, lvl);
+		if (!id)
+			continue;
+		struct al_sandbox *sb = bpf_map_lookup_elem(&al_sandboxes, &id);
+		if (sb) {
+			*cgid = id;
+			return sb;
+		}
+	}
+	*cgid = bpf_skb_cgroup_id(skb);
+	return 0;
+}
+
+static __always_inline __u8 al_proto_bit(__u8 protocol)
+{
+	switch (protocol) {
+	case IPPROTO_TCP:
+		return AL_PROTO_TCP;
+	case IPPROTO_UDP:
+		return AL_PROTO_UDP;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		return AL_PROTO_ICMP;
+	}
+	return 0;
+}
+
+/* One longest-prefix lookup, then the first range that matches: the agent
+ * compiled less specific rules into each entry in precedence order. */
+static __always_inline void al_rules_decide(__u32 policy_id, const struct al_dest *dst,
+					    struct al_decision *out)
+{
+	struct al_lpm_key key = {};
+
+	out->verdict = AL_VERDICT_DENY;
+	out->reason = AL_REASON_NO_RULE;
+	out->rule = AL_RULE_NONE;
+	out->latched = 0;
+
+	__u8 bit = al_proto_bit(dst->protocol);
+	if (!bit) {
+		out->reason = AL_REASON_PROTOCOL;
+		return;
+	}
+	key.prefixlen = AL_LPM_FIXED_BITS + (dst->family == AL_FAMILY_IPV4 ? 32 : 128);
+	key.policy_id = policy_id;
+	key.family = dst->family;
+	__builtin_memcpy(key.addr, dst->addr, sizeof(key.addr));
+
+	struct al_rule_set *rs = bpf_map_lookup_elem(&al_rules, &key);
+	if (!rs)
+		return;
+	for (int i = 0; i < AL_MAX_RANGES; i++) {
+		if (i >= rs->count)
+			break;
+		struct al_range *r = &rs->ranges[i];
+		if (!(r->proto_mask & bit) || dst->port < r->port_lo || dst->port > r->port_hi)
+			continue;
+		out->rule = r->rule;
+		if (r->action == AL_ACTION_ALLOW) {
+			out->verdict = AL_VERDICT_ALLOW;
+			out->reason = AL_REASON_RULE_ALLOW;
+		} else {
+			out->reason = AL_REASON_RULE_DENY;
+		}
+		return;
+	}
+}
+
+static __always_inline int al_latched(__u32 slot)
+{
+	struct al_latch *l = bpf_map_lookup_elem(&al_latch, &slot);
+
+	/* A slot outside the array cannot be checked: treat it as latched. */
+	return !l || l->violated_ns != 0;
+}
+
+/* Everything after the rule lookup, shared by every hook: audit mode, the
+ * latch, counters, the event. Returns AL_PASS or AL_DROP. */
+static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, __u64 cgid,
+				     const struct al_dest *dst, struct al_decision *d)
+{
+	__u32 slot = sb->slot;
+	struct al_counters *c = al_counters_of(slot);
+
+	if (d->verdict == AL_VERDICT_DENY && (sb->flags & AL_SB_AUDIT))
+		d->verdict = AL_VERDICT_AUDIT;
+
+	if (d->verdict == AL_VERDICT_DENY && sb->on_violation != AL_ON_VIOLATION_DENY) {
+		struct al_latch *l = bpf_map_lookup_elem(&al_latch, &slot);
+		if (l) {
+			/* The first violation's time is what freeze latency is measured from. */
+			if (__sync_val_compare_and_swap(&l->violated_ns, 0, bpf_ktime_get_ns()) == 0) {
+				l->cgroup_id = cgid;
+				d->latched = 1;
+			}
+		}
+	}
+	al_count(c, hook, d);
+	if (d->verdict != AL_VERDICT_ALLOW ||
+	    ((sb->flags & AL_SB_LOG_ALLOWED) && hook != AL_HOOK_EGRESS))
+		al_emit(c, hook, cgid, slot, sb->policy_id, dst, d);
+	return d->verdict == AL_VERDICT_DENY ? AL_DROP : AL_PASS;
+}
+
+/* A quarantined sandbox: counted, not reported (it would flood the ring
+ * buffer exactly when the violation that set the latch must get through). */
+static __always_inline int al_quarantined(__u8 hook, struct al_sandbox *sb)
+{
+	struct al_counters *c = al_counters_of(sb->slot);
+	struct al_decision d = {
+		.verdict = AL_VERDICT_DENY,
+		.reason = AL_REASON_QUARANTINED,
+		.rule = AL_RULE_NONE,
+	};
+
+	al_count(c, hook, &d);
+	return AL_DROP;
+}
+
+/* A program ran for a cgroup with no sandbox entry: fail closed. */
+static __always_inline int al_no_sandbox(__u8 hook, __u64 cgid, const struct al_dest *dst)
+{
+	struct al_counters *c = al_counters_of(AL_SLOT_UNKNOWN);
+	struct al_decision d = {
+		.verdict = AL_VERDICT_DENY,
+		.reason = AL_REASON_NO_SANDBOX,
+		.rule = AL_RULE_NONE,
+	};
+
+	al_count(c, hook, &d);
+	al_emit(c, hook, cgid, AL_SLOT_UNKNOWN, 0, dst, &d);
+	return AL_DROP;
+}
+
+/* The full decision for a destination named by a syscall (sock_addr hooks). */
+static __always_inline int al_decide_task(__u8 hook, const struct al_dest *dst)
+{
+	__u64 cgid;
+	struct al_sandbox *sb = al_sandbox_of_task(&cgid);
+	struct al_decision d;
+
+	if (!sb)
+		return al_no_sandbox(hook, cgid, dst);
+	if (al_latched(sb->slot))
+		return al_quarantined(hook, sb);
+	al_rules_decide(sb->policy_id, dst, &d);
+	return al_finish(hook, sb, cgid, dst, &d);
+}
+
+static __always_inline void al_dest_ip4(struct al_dest *dst, __u32 ip4_be)
+{
+	dst->family = AL_FAMILY_IPV4;
+	__builtin_memset(dst->addr, 0, sizeof(dst->addr));
+	__builtin_memcpy(dst->addr, &ip4_be, 4);
+}
+
+/* ::ffff:a.b.c.d is routed as IPv4, so it is judged as IPv4. */
+static __always_inline void al_dest_ip6(struct al_dest *dst, const __u32 ip6[4])
+{
+	if (ip6[0] == 0 && ip6[1] == 0 && ip6[2] == bpf_htonl(0x0000ffff)) {
+		al_dest_ip4(dst, ip6[3]);
+		return;
+	}
+	dst->family = AL_FAMILY_IPV6;
+	__builtin_memcpy(dst->addr, ip6, 16);
+}
+
+#endif

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, builds, runs every test.
+# Kernel tests need root; they create and remove their own cgroups, network
+# namespaces and bpffs pins.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ $(id -u) -ne 0 ]]; then
+  echo "scripts/test.sh: run as root (the kernel tests attach BPF programs to cgroups)" >&2
+  exit 1
+fi
+scripts/deps.sh
+scripts/build.sh
+cd build
+ctest --output-on-failure --timeout 300 "$@"

@@ -1,0 +1,38 @@
+#pragma once
+// One function per subcommand; each returns the process exit status.
+#include <string>
+#include <vector>
+
+#include "sandbox/state.h"
+
+namespace airlock {
+
+// Exit statuses of airlock itself (`airlock run` passes CMD's through).
+enum ExitCode {
+	kExitOk = 0,
+	kExitFailure = 1,            // a command other than run failed
+	kExitKilledOnViolation = 120,
+	kExitKilledByOperator = 121,
+	kExitAirlockError = 125,
+	kExitCannotExecute = 126,
+	kExitNotFound = 127,
+};
+
+struct RunOptions {
+	std::string policy_file;
+	std::string name;
+	std::string audit_log;
+	bool log_allowed = false;
+	bool keep_caps = false;
+	std::vector<std::string> command;
+};
+
+int cmd_policy_check(const std::vector<std::string>& files);
+int cmd_policy_show(const std::string& file);
+int cmd_run(const Paths&, const RunOptions&);
+int cmd_status(const Paths&, bool json);
+int cmd_thaw(const Paths&, const std::string& name);
+int cmd_kill(const Paths&, const std::string& name);
+int cmd_reload(const Paths&, const std::string& name, const std::string& file);
+
+}  // namespace airlock

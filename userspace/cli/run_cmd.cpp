@@ -1,0 +1,334 @@
+// `airlock run`: one sandbox, one command, the agent in the foreground.
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "events/audit.h"
+#include "kernel/kernel.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/sandbox.h"
+#include "util/error.h"
+#include "util/files.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+namespace airlock {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// What a sandboxed process could use to step around cgroup hooks (AF_PACKET
+// needs CAP_NET_RAW) or to undo them (bpf, cgroup moves, ptrace of the agent).
+const int kDroppedCaps[] = {CAP_NET_RAW, CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE,
+			    CAP_SYS_MODULE};
+
+uint64_t monotonic_ns()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+void drop_caps_in_child()
+{
+	for (int cap : kDroppedCaps)
+		prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2] = {};
+	if (syscall(SYS_capget, &hdr, data) == 0) {
+		for (int cap : kDroppedCaps)
+			data[cap / 32].inheritable &= ~(1u << (cap % 32));
+		syscall(SYS_capset, &hdr, data);
+	}
+}
+
+struct Child {
+	int pid = -1;
+	Fd pidfd;
+};
+
+// The child is born inside the sandbox cgroup (CLONE_INTO_CGROUP): there is
+// no moment at which it runs unenforced. It inherits only stdio.
+Child spawn(const std::string& cgroup_path, const RunOptions& o)
+{
+	Fd cg(::open(cgroup_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (!cg.valid())
+		fail_errno("open cgroup " + cgroup_path);
+	int errpipe[2];
+	if (::pipe2(errpipe, O_CLOEXEC) != 0)
+		fail_errno("pipe");
+
+	std::vector<char*> argv;
+	for (const auto& a : o.command)
+		argv.push_back(const_cast<char*>(a.c_str()));
+	argv.push_back(nullptr);
+
+	int pidfd = -1;
+	struct clone_args args;
+	std::memset(&args, 0, sizeof(args));
+	args.flags = CLONE_INTO_CGROUP | CLONE_PIDFD;
+	args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+	args.exit_signal = SIGCHLD;
+	args.cgroup = static_cast<uint64_t>(cg.get());
+	long pid = ::syscall(SYS_clone3, &args, sizeof(args));
+	if (pid < 0) {
+		int e = errno;
+		::close(errpipe[0]);
+		::close(errpipe[1]);
+		fail_errno("clone3 into " + cgroup_path, e);
+	}
+	if (pid == 0) {
+		// Only async-signal-safe calls from here to exec.
+		sigset_t all;
+		sigemptyset(&all);
+		sigprocmask(SIG_SETMASK, &all, nullptr);
+		if (!o.keep_caps)
+			drop_caps_in_child();
+		syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
+		execvp(argv[0], argv.data());
+		int e = errno;
+		ssize_t ignored = ::write(errpipe[1], &e, sizeof(e));
+		(void)ignored;
+		_exit(e == ENOENT ? kExitNotFound : kExitCannotExecute);
+	}
+	::close(errpipe[1]);
+	int child_errno = 0;
+	ssize_t n = ::read(errpipe[0], &child_errno, sizeof(child_errno));
+	::close(errpipe[0]);
+	Child c;
+	c.pid = static_cast<int>(pid);
+	c.pidfd.reset(pidfd);
+	if (n == sizeof(child_errno))
+		spdlog::error("cannot execute {}: {}", o.command[0], std::strerror(child_errno));
+	return c;
+}
+
+enum class State { Running, Frozen, Killed };
+
+struct Runner {
+	kernel::Kernel& k;
+	const Paths& paths;
+	SandboxRecord rec;
+	AuditLog& audit;
+	al_sandbox entry{};
+	State state = State::Running;
+	bool killed_on_violation = false;
+
+	void on_event(const al_event& e)
+	{
+		json j = decision_json(e);
+		j["policy"] = rec.policy_name;
+		audit.write(rec.name, j);
+		if (e.verdict == AL_VERDICT_ALLOW)
+			spdlog::info("{}: {}", rec.name, decision_line(e));
+		else
+			spdlog::warn("{}: {}", rec.name, decision_line(e));
+	}
+
+	// The kernel latch is the source of truth: events only make us look sooner.
+	void check_latch()
+	{
+		if (state != State::Running)
+			return;
+		al_latch l = k.latch(rec.slot);
+		if (!l.violated_ns)
+			return;
+		auto sb = k.sandbox(rec.cgroup_id);
+		uint8_t action = sb ? sb->on_violation : uint8_t(AL_ON_VIOLATION_FREEZE);
+		if (action == AL_ON_VIOLATION_KILL) {
+			cgroup::kill(rec.cgroup);
+			bool empty = cgroup::wait_empty(rec.cgroup, 5s);
+			uint64_t lat = monotonic_ns() - l.violated_ns;
+			state = State::Killed;
+			killed_on_violation = true;
+			audit.write(rec.name, json{{"event", "killed"}, {"by", "policy"}, {"latency_us", lat / 1000},
+						   {"complete", empty}});
+			spdlog::warn("{}: killed on violation, {:.3f} ms after it", rec.name, lat / 1e6);
+			return;
+		}
+		cgroup::freeze(rec.cgroup);
+		bool frozen = cgroup::wait_frozen(rec.cgroup, true, 5s);
+		uint64_t lat = monotonic_ns() - l.violated_ns;
+		if (!frozen) {
+			spdlog::error("{}: cgroup.events did not report frozen 1 within 5 s", rec.name);
+			audit.write(rec.name, json{{"event", "freeze-failed"}, {"latency_us", lat / 1000}});
+			return;
+		}
+		state = State::Frozen;
+		audit.write(rec.name, json{{"event", "frozen"}, {"latency_us", lat / 1000}});
+		spdlog::warn("{}: frozen {:.3f} ms after the violation; `airlock thaw {}` or `airlock kill {}`",
+			     rec.name, lat / 1e6, rec.name, rec.name);
+	}
+
+	void check_thawed()
+	{
+		if (state != State::Frozen)
+			return;
+		auto ev = cgroup::events(rec.cgroup);
+		if (ev && !ev->frozen) {
+			state = State::Running;
+			spdlog::info("{}: thawed", rec.name);
+		}
+	}
+};
+
+int ring_cb(void* ctx, void* data, size_t size)
+{
+	if (size < sizeof(al_event))
+		return 0;
+	al_event e;
+	std::memcpy(&e, data, sizeof(e));
+	auto* r = static_cast<Runner*>(ctx);
+	r->on_event(e);
+	if (e.latched)
+		r->check_latch();
+	return 0;
+}
+
+int exit_status_of(const siginfo_t& si)
+{
+	if (si.si_code == CLD_EXITED)
+		return si.si_status;
+	return 128 + si.si_status;
+}
+
+}  // namespace
+
+int cmd_run(const Paths& paths, const RunOptions& o)
+{
+	Policy policy;
+	try {
+		policy = load_policy(o.policy_file);
+	} catch (const PolicyRejected& e) {
+		for (const auto& l : e.lines())
+			fmt::print(stderr, "{}\n", l);
+		return kExitAirlockError;
+	}
+	std::string name = o.name.empty() ? fmt::format("{}-{}", policy.name, ::getpid()) : o.name;
+	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
+	AuditLog audit(audit_path);
+
+	// Signals become events on a descriptor; the child gets them unblocked.
+	sigset_t mask;
+	sigemptyset(&mask);
+	for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD})
+		sigaddset(&mask, s);
+	sigprocmask(SIG_BLOCK, &mask, nullptr);
+	Fd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+
+	make_dirs(paths.state_dir);
+	std::optional<kernel::Kernel> k;
+	SandboxRecord rec;
+	{
+		FileLock lock(paths.lock_file());
+		k.emplace(kernel::Kernel::load_or_adopt(paths.bpf_dir));
+		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, ::getpid()};
+		rec = create_sandbox(*k, paths, co);
+	}
+	spdlog::info("sandbox {} in {} (cgroup id {}), policy '{}' {} on_violation {}; programs {}", name, rec.cgroup,
+		     rec.cgroup_id, policy.name, to_string(policy.mode), to_string(policy.on_violation),
+		     k->adopted() ? "adopted from pins" : "loaded and pinned");
+
+	Runner runner{*k, paths, rec, audit};
+	Fd ringfd = k->ring(rec.slot);
+	ring_buffer* rb = ringfd.valid() ? ring_buffer__new(ringfd.get(), ring_cb, &runner, nullptr) : nullptr;
+	if (!rb) {
+		FileLock lock(paths.lock_file());
+		destroy_sandbox(*k, paths, rec);
+		fail("cannot open the event ring of sandbox {}", name);
+	}
+
+	Child child;
+	try {
+		child = spawn(rec.cgroup, o);
+	} catch (...) {
+		ring_buffer__free(rb);
+		FileLock lock(paths.lock_file());
+		destroy_sandbox(*k, paths, rec);
+		throw;
+	}
+	audit.write(name, json{{"event", "sandbox-start"}, {"cgroup", rec.cgroup}, {"cgroup_id", rec.cgroup_id},
+			       {"policy", policy.name}, {"policy_file", rec.policy_file}, {"pid", child.pid},
+			       {"command", o.command}});
+
+	Fd ep(::epoll_create1(EPOLL_CLOEXEC));
+	auto add = [&](int fd, uint64_t tag) {
+		struct epoll_event ev = {};
+		ev.events = EPOLLIN;
+		ev.data.u64 = tag;
+		if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+			fail_errno("epoll_ctl");
+	};
+	add(ring_buffer__epoll_fd(rb), 1);
+	add(child.pidfd.get(), 2);
+	add(sigfd.get(), 3);
+
+	siginfo_t si{};
+	bool exited = false;
+	while (!exited) {
+		struct epoll_event evs[4];
+		// The timeout only bounds how late a latch set while the ring was
+		// full is noticed; every event wakes us at once.
+		int n = ::epoll_wait(ep.get(), evs, 4, 200);
+		if (n < 0 && errno != EINTR)
+			fail_errno("epoll_wait");
+		ring_buffer__consume(rb);
+		runner.check_latch();
+		runner.check_thawed();
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.u64 == 2) {
+				if (::waitid(static_cast<idtype_t>(P_PIDFD), child.pidfd.get(), &si, WEXITED) == 0)
+					exited = true;
+			} else if (evs[i].data.u64 == 3) {
+				struct signalfd_siginfo ssi;
+				while (::read(sigfd.get(), &ssi, sizeof(ssi)) == sizeof(ssi)) {
+					if (ssi.ssi_signo != SIGCHLD)
+						::kill(child.pid, ssi.ssi_signo);
+				}
+			}
+		}
+	}
+	ring_buffer__consume(rb);
+	ring_buffer__free(rb);
+
+	int status = exit_status_of(si);
+	std::error_code ec;
+	bool by_operator = std::filesystem::exists(paths.kill_marker(name), ec);
+	if (runner.killed_on_violation)
+		status = kExitKilledOnViolation;
+	else if (by_operator)
+		status = kExitKilledByOperator;
+	{
+		FileLock lock(paths.lock_file());
+		destroy_sandbox(*k, paths, rec);
+	}
+	audit.write(name, json{{"event", "sandbox-exit"}, {"status", status}, {"command_status", exit_status_of(si)}});
+	spdlog::info("sandbox {} removed; exit status {}", name, status);
+	return status;
+}
+
+}  // namespace airlock

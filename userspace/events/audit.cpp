@@ -1,0 +1,170 @@
+#include "events/audit.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "net/address.h"
+#include "sandbox/state.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace airlock {
+
+using nlohmann::json;
+
+const char* hook_name(unsigned hook)
+{
+	switch (hook) {
+	case AL_HOOK_SOCK_CREATE: return "sock_create";
+	case AL_HOOK_CONNECT4: return "connect4";
+	case AL_HOOK_CONNECT6: return "connect6";
+	case AL_HOOK_SENDMSG4: return "sendmsg4";
+	case AL_HOOK_SENDMSG6: return "sendmsg6";
+	case AL_HOOK_EGRESS: return "egress";
+	case AL_HOOK_INGRESS: return "ingress";
+	}
+	return "unknown";
+}
+
+const char* verdict_name(unsigned verdict)
+{
+	switch (verdict) {
+	case AL_VERDICT_ALLOW: return "allow";
+	case AL_VERDICT_DENY: return "deny";
+	case AL_VERDICT_AUDIT: return "audit";
+	}
+	return "unknown";
+}
+
+const char* reason_name(unsigned reason)
+{
+	switch (reason) {
+	case AL_REASON_RULE_ALLOW: return "rule-allow";
+	case AL_REASON_NO_RULE: return "no-rule";
+	case AL_REASON_RULE_DENY: return "rule-deny";
+	case AL_REASON_QUARANTINED: return "quarantined";
+	case AL_REASON_RAW_SOCKET: return "raw-socket";
+	case AL_REASON_ICMP_SOCKET: return "icmp-socket";
+	case AL_REASON_SOURCE_ROUTE: return "source-route";
+	case AL_REASON_ROUTING_HEADER: return "routing-header";
+	case AL_REASON_FRAGMENT: return "fragment";
+	case AL_REASON_MALFORMED: return "malformed";
+	case AL_REASON_NO_SANDBOX: return "no-sandbox";
+	case AL_REASON_PROTOCOL: return "protocol";
+	}
+	return "unknown";
+}
+
+std::string protocol_name(unsigned p)
+{
+	switch (p) {
+	case IPPROTO_TCP: return "tcp";
+	case IPPROTO_UDP: return "udp";
+	case IPPROTO_ICMP: return "icmp";
+	case IPPROTO_ICMPV6: return "icmp";
+	}
+	return std::to_string(p);
+}
+
+namespace {
+
+std::string comm_of(const al_event& e)
+{
+	size_t n = 0;
+	while (n < sizeof(e.comm) && e.comm[n])
+		n++;
+	return std::string(reinterpret_cast<const char*>(e.comm), n);
+}
+
+std::string dest_of(const al_event& e)
+{
+	if (e.family != AL_FAMILY_IPV4 && e.family != AL_FAMILY_IPV6)
+		return "";
+	return format_address(from_raw(e.family, e.addr));
+}
+
+}  // namespace
+
+json decision_json(const al_event& e)
+{
+	json j;
+	j["event"] = "decision";
+	j["hook"] = hook_name(e.hook);
+	j["verdict"] = verdict_name(e.verdict);
+	j["reason"] = reason_name(e.reason);
+	j["violation"] = e.verdict != AL_VERDICT_ALLOW;
+	j["latched"] = e.latched != 0;
+	j["pid"] = e.pid;
+	j["tgid"] = e.tgid;
+	j["comm"] = comm_of(e);
+	j["cgroup_id"] = e.cgroup_id;
+	std::string dst = dest_of(e);
+	j["family"] = dst.empty() ? json(nullptr) : json(e.family == AL_FAMILY_IPV4 ? "ipv4" : "ipv6");
+	j["protocol"] = protocol_name(e.protocol);
+	j["dst"] = dst.empty() ? json(nullptr) : json(dst);
+	j["port"] = e.port;
+	j["rule"] = e.rule == AL_RULE_NONE ? json(nullptr) : json(e.rule);
+	j["policy_id"] = e.policy_id;
+	return j;
+}
+
+std::string decision_line(const al_event& e)
+{
+	std::string dst = dest_of(e);
+	std::string where = dst.empty() ? std::string("-")
+				 : e.family == AL_FAMILY_IPV6 ? fmt::format("[{}]:{}", dst, e.port)
+							      : fmt::format("{}:{}", dst, e.port);
+	std::string rule = e.rule == AL_RULE_NONE ? "" : fmt::format(" rule {}", e.rule);
+	return fmt::format("{} {} {} {} ({}{}) pid {} {}{}", verdict_name(e.verdict), hook_name(e.hook),
+			   protocol_name(e.protocol), where, reason_name(e.reason), rule, e.tgid, comm_of(e),
+			   e.latched ? " [quarantine latched]" : "");
+}
+
+AuditLog::AuditLog(const std::string& path)
+{
+	std::filesystem::path p(path);
+	if (p.has_parent_path())
+		make_dirs(p.parent_path().string(), 0750);
+	fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	if (fd_ < 0)
+		fail_errno("open audit log " + path);
+}
+
+AuditLog::AuditLog(AuditLog&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+AuditLog& AuditLog::operator=(AuditLog&& o) noexcept
+{
+	if (this != &o) {
+		if (fd_ >= 0)
+			::close(fd_);
+		fd_ = std::exchange(o.fd_, -1);
+	}
+	return *this;
+}
+AuditLog::~AuditLog()
+{
+	if (fd_ >= 0)
+		::close(fd_);
+}
+
+void AuditLog::write(const std::string& sandbox, const json& record)
+{
+	if (fd_ < 0)
+		return;
+	json line = json::object();
+	line["ts"] = now_rfc3339();
+	line["sandbox"] = sandbox;
+	for (auto it = record.begin(); it != record.end(); ++it)
+		line[it.key()] = it.value();
+	std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+	// O_APPEND makes the one write atomic against other appenders.
+	if (::write(fd_, text.data(), text.size()) < 0)
+		fail_errno("write audit log");
+}
+
+}  // namespace airlock

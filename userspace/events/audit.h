@@ -1,0 +1,39 @@
+#pragma once
+// Events from the kernel, in words: names of hooks, verdicts and reasons,
+// and the JSON-lines audit log.
+#include <airlock/abi.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace airlock {
+
+const char* hook_name(unsigned hook);
+const char* verdict_name(unsigned verdict);
+const char* reason_name(unsigned reason);
+std::string protocol_name(unsigned ipproto);
+
+// A decision event as an audit-log object (without "ts" and "sandbox").
+nlohmann::json decision_json(const al_event& e);
+// One human line for the terminal.
+std::string decision_line(const al_event& e);
+
+// Appends one JSON object per line with a single write(2), so lines from
+// several writers (the runner, `airlock reload`) never interleave.
+class AuditLog {
+public:
+	AuditLog() = default;
+	explicit AuditLog(const std::string& path);
+	AuditLog(AuditLog&&) noexcept;
+	AuditLog& operator=(AuditLog&&) noexcept;
+	~AuditLog();
+	bool open() const { return fd_ >= 0; }
+	// Adds "ts" and "sandbox" in front of the object's own fields.
+	void write(const std::string& sandbox, const nlohmann::json& record);
+
+private:
+	int fd_ = -1;
+};
+
+}  // namespace airlock

@@ -1,0 +1,317 @@
+#include "kernel/kernel.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "util/error.h"
+#include "util/files.h"
+
+namespace airlock::kernel {
+
+Kernel load_embedded(const std::string& bpf_dir);  // loader.cpp
+
+const std::array<ProgSpec, ProgCount> kProgs = {{
+	{"al_sock_create", BPF_CGROUP_INET_SOCK_CREATE},
+	{"al_connect4", BPF_CGROUP_INET4_CONNECT},
+	{"al_connect6", BPF_CGROUP_INET6_CONNECT},
+	{"al_sendmsg4", BPF_CGROUP_UDP4_SENDMSG},
+	{"al_sendmsg6", BPF_CGROUP_UDP6_SENDMSG},
+	{"al_egress", BPF_CGROUP_INET_EGRESS},
+}};
+
+namespace {
+
+struct MapPin {
+	const char* name;
+	Fd Maps::*field;
+};
+const MapPin kMapPins[] = {
+	{"al_config", &Maps::config},       {"al_sandboxes", &Maps::sandboxes},
+	{"al_rules", &Maps::rules},         {"al_latch", &Maps::latch},
+	{"al_counters", &Maps::counters},   {"al_rings", &Maps::rings},
+	{"al_rcu_sync", &Maps::rcu_sync},   {"al_rcu_inner", &Maps::rcu_inner},
+};
+
+bool on_bpffs(const std::string& path)
+{
+	struct statfs st;
+	return ::statfs(path.c_str(), &st) == 0 && st.f_type == BPF_FS_MAGIC;
+}
+
+Fd obj_get(const std::string& path)
+{
+	int fd = bpf_obj_get(path.c_str());
+	if (fd < 0)
+		fail_errno("open pinned " + path, -fd == 0 ? errno : errno);
+	return Fd(fd);
+}
+
+void obj_pin(int fd, const std::string& path)
+{
+	if (bpf_obj_pin(fd, path.c_str()) != 0)
+		fail_errno("pin " + path);
+}
+
+int ncpus()
+{
+	static int n = libbpf_num_possible_cpus();
+	if (n <= 0)
+		fail("cannot count possible CPUs");
+	return n;
+}
+
+}  // namespace
+
+std::string maps_dir(const std::string& bpf_dir) { return bpf_dir + "/maps"; }
+std::string progs_dir(const std::string& bpf_dir) { return bpf_dir + "/progs"; }
+std::string links_dir(const std::string& bpf_dir, const std::string& sandbox)
+{
+	return bpf_dir + "/links/" + sandbox;
+}
+
+void ensure_bpffs(const std::string& bpf_dir)
+{
+	namespace fs = std::filesystem;
+	fs::path p = fs::absolute(bpf_dir);
+	while (!p.empty() && !fs::exists(p))
+		p = p.parent_path();
+	if (on_bpffs(p))
+		return;
+	if (p == "/sys/fs/bpf" || fs::path(bpf_dir).lexically_normal().string().rfind("/sys/fs/bpf", 0) == 0) {
+		if (::mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700") != 0)
+			fail_errno("mount bpffs at /sys/fs/bpf");
+		return;
+	}
+	fail("{} is not on a bpf filesystem (mount -t bpf bpf DIR)", bpf_dir);
+}
+
+Kernel Kernel::open_pins(const std::string& bpf_dir)
+{
+	Kernel k;
+	k.bpf_dir_ = bpf_dir;
+	k.adopted_ = true;
+	for (const auto& m : kMapPins)
+		k.maps_.*(m.field) = obj_get(maps_dir(bpf_dir) + "/" + m.name);
+	for (int i = 0; i < ProgCount; i++)
+		k.progs_[i] = obj_get(progs_dir(bpf_dir) + "/" + kProgs[i].name);
+	al_config cfg = k.config();
+	if (cfg.abi_version != AL_ABI_VERSION)
+		fail("programs pinned under {} speak ABI {}, this airlock speaks {}: remove the sandboxes and the pins first",
+		     bpf_dir, cfg.abi_version, AL_ABI_VERSION);
+	return k;
+}
+
+Kernel Kernel::adopt(const std::string& bpf_dir)
+{
+	if (!std::filesystem::exists(progs_dir(bpf_dir) + "/" + kProgs[Egress].name))
+		fail("nothing is pinned under {}", bpf_dir);
+	return open_pins(bpf_dir);
+}
+
+Kernel Kernel::load_or_adopt(const std::string& bpf_dir)
+{
+	ensure_bpffs(bpf_dir);
+	if (std::filesystem::exists(progs_dir(bpf_dir) + "/" + kProgs[Egress].name))
+		return open_pins(bpf_dir);
+	Kernel k = load_embedded(bpf_dir);
+	al_config cfg{AL_ABI_VERSION, 0};
+	uint32_t zero = 0;
+	if (bpf_map_update_elem(k.maps_.config.get(), &zero, &cfg, BPF_ANY) != 0)
+		fail_errno("write al_config");
+	k.pin_all();
+	return k;
+}
+
+void Kernel::pin_all()
+{
+	make_dirs(maps_dir(bpf_dir_));
+	make_dirs(progs_dir(bpf_dir_));
+	// Programs last: their presence is what marks the set as complete.
+	for (const auto& m : kMapPins)
+		obj_pin((maps_.*(m.field)).get(), maps_dir(bpf_dir_) + "/" + m.name);
+	for (int i = 0; i < ProgCount; i++)
+		obj_pin(progs_[i].get(), progs_dir(bpf_dir_) + "/" + kProgs[i].name);
+}
+
+uint32_t Kernel::prog_id(Prog p) const
+{
+	bpf_prog_info info{};
+	uint32_t len = sizeof(info);
+	if (bpf_obj_get_info_by_fd(progs_[p].get(), &info, &len) != 0)
+		fail_errno(std::string("prog info ") + kProgs[p].name);
+	return info.id;
+}
+
+void Kernel::put_sandbox(uint64_t cgroup_id, const al_sandbox& sb)
+{
+	if (bpf_map_update_elem(maps_.sandboxes.get(), &cgroup_id, &sb, BPF_ANY) != 0)
+		fail_errno(fmt::format("write sandbox entry for cgroup {}", cgroup_id));
+}
+
+std::optional<al_sandbox> Kernel::sandbox(uint64_t cgroup_id) const
+{
+	al_sandbox sb{};
+	if (bpf_map_lookup_elem(maps_.sandboxes.get(), &cgroup_id, &sb) != 0)
+		return std::nullopt;
+	return sb;
+}
+
+void Kernel::delete_sandbox(uint64_t cgroup_id)
+{
+	if (bpf_map_delete_elem(maps_.sandboxes.get(), &cgroup_id) != 0 && errno != ENOENT)
+		fail_errno(fmt::format("delete sandbox entry for cgroup {}", cgroup_id));
+}
+
+al_config Kernel::config() const
+{
+	uint32_t zero = 0;
+	al_config cfg{};
+	if (bpf_map_lookup_elem(maps_.config.get(), &zero, &cfg) != 0)
+		fail_errno("read al_config");
+	return cfg;
+}
+
+void Kernel::set_level_mask(uint32_t mask)
+{
+	uint32_t zero = 0;
+	al_config cfg = config();
+	cfg.level_mask = mask;
+	if (bpf_map_update_elem(maps_.config.get(), &zero, &cfg, BPF_ANY) != 0)
+		fail_errno("write al_config");
+}
+
+void Kernel::install_rules(const std::vector<CompiledPrefix>& prefixes)
+{
+	for (size_t i = 0; i < prefixes.size(); i++) {
+		if (bpf_map_update_elem(maps_.rules.get(), &prefixes[i].key, &prefixes[i].value, BPF_ANY) != 0) {
+			int e = errno;
+			for (size_t j = 0; j < i; j++)
+				bpf_map_delete_elem(maps_.rules.get(), &prefixes[j].key);
+			fail_errno(fmt::format("insert rule entry {} of {} (al_rules holds {})", i + 1,
+					       prefixes.size(), AL_MAX_PREFIXES),
+				   e);
+		}
+	}
+}
+
+namespace {
+template <typename F>
+void for_each_rule_key(int fd, F&& f)
+{
+	al_lpm_key key{}, next{};
+	void* prev = nullptr;
+	std::vector<al_lpm_key> keys;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		keys.push_back(next);
+		key = next;
+		prev = &key;
+	}
+	for (auto& k : keys)
+		f(k);
+}
+}  // namespace
+
+void Kernel::delete_rules(uint32_t policy_id)
+{
+	for_each_rule_key(maps_.rules.get(), [&](const al_lpm_key& k) {
+		if (k.policy_id == policy_id)
+			bpf_map_delete_elem(maps_.rules.get(), &k);
+	});
+}
+
+size_t Kernel::count_rules(uint32_t policy_id) const
+{
+	size_t n = 0;
+	for_each_rule_key(maps_.rules.get(), [&](const al_lpm_key& k) { n += k.policy_id == policy_id; });
+	return n;
+}
+
+void Kernel::wait_for_readers()
+{
+	uint32_t zero = 0;
+	int inner = maps_.rcu_inner.get();
+	if (bpf_map_update_elem(maps_.rcu_sync.get(), &zero, &inner, BPF_ANY) != 0)
+		fail_errno("wait for BPF readers (al_rcu_sync)");
+}
+
+al_latch Kernel::latch(uint32_t slot) const
+{
+	al_latch l{};
+	if (bpf_map_lookup_elem(maps_.latch.get(), &slot, &l) != 0)
+		fail_errno(fmt::format("read latch of slot {}", slot));
+	return l;
+}
+
+void Kernel::clear_latch(uint32_t slot)
+{
+	al_latch l{};
+	if (bpf_map_update_elem(maps_.latch.get(), &slot, &l, BPF_ANY) != 0)
+		fail_errno(fmt::format("clear latch of slot {}", slot));
+}
+
+al_counters Kernel::counters(uint32_t slot) const
+{
+	std::vector<al_counters> per(ncpus());
+	al_counters sum{};
+	if (bpf_map_lookup_elem(maps_.counters.get(), &slot, per.data()) != 0)
+		fail_errno(fmt::format("read counters of slot {}", slot));
+	auto* out = reinterpret_cast<uint64_t*>(&sum);
+	for (auto& c : per) {
+		auto* in = reinterpret_cast<const uint64_t*>(&c);
+		for (size_t i = 0; i < sizeof(al_counters) / 8; i++)
+			out[i] += in[i];
+	}
+	return sum;
+}
+
+void Kernel::reset_counters(uint32_t slot)
+{
+	std::vector<al_counters> zero(ncpus());
+	if (bpf_map_update_elem(maps_.counters.get(), &slot, zero.data(), BPF_ANY) != 0)
+		fail_errno(fmt::format("reset counters of slot {}", slot));
+}
+
+Fd Kernel::create_ring(uint32_t slot)
+{
+	int fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "al_ring", 0, 0, AL_RING_BYTES, nullptr);
+	if (fd < 0)
+		fail_errno(fmt::format("create ring buffer for slot {}", slot));
+	Fd ring(fd);
+	if (bpf_map_update_elem(maps_.rings.get(), &slot, &fd, BPF_ANY) != 0)
+		fail_errno(fmt::format("install ring buffer for slot {}", slot));
+	return ring;
+}
+
+Fd Kernel::ring(uint32_t slot) const
+{
+	uint32_t id = 0;
+	if (bpf_map_lookup_elem(maps_.rings.get(), &slot, &id) != 0 || id == 0)
+		return Fd();
+	int fd = bpf_map_get_fd_by_id(id);
+	return Fd(fd < 0 ? -1 : fd);
+}
+
+void Kernel::delete_ring(uint32_t slot)
+{
+	if (bpf_map_delete_elem(maps_.rings.get(), &slot) != 0 && errno != ENOENT)
+		fail_errno(fmt::format("remove ring buffer of slot {}", slot));
+}
+
+void Kernel::attach_and_pin(Prog p, int cgroup_fd, const std::string& pin_path)
+{
+	int link = bpf_link_create(progs_[p].get(), cgroup_fd, kProgs[p].attach, nullptr);
+	if (link < 0)
+		fail_errno(std::string("attach ") + kProgs[p].name, -link);
+	Fd owned(link);
+	obj_pin(link, pin_path);
+}
+
+}  // namespace airlock::kernel

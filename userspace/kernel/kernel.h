@@ -1,0 +1,92 @@
+#pragma once
+// The agent's view of the kernel side: the pinned maps and programs, and
+// typed operations on them. Everything here works on file descriptors, so
+// it does the same whether this process loaded the programs or adopted the
+// pins of an earlier one.
+#include <airlock/abi.h>
+#include <linux/bpf.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/compile.h"
+#include "util/fd.h"
+
+namespace airlock::kernel {
+
+enum Prog { SockCreate, Connect4, Connect6, Sendmsg4, Sendmsg6, Egress, ProgCount };
+
+struct ProgSpec {
+	const char* name;       // pin name and BPF function name
+	bpf_attach_type attach;
+};
+extern const std::array<ProgSpec, ProgCount> kProgs;
+
+// The maps by pin name, in one place.
+struct Maps {
+	Fd config, sandboxes, rules, latch, counters, rings, rcu_sync, rcu_inner;
+};
+
+class Kernel {
+public:
+	// Adopts what is pinned under bpf_dir (ABI version checked) or loads the
+	// embedded object and pins it. Callers hold the state lock.
+	static Kernel load_or_adopt(const std::string& bpf_dir);
+	// Opens what is pinned; fails if nothing is.
+	static Kernel adopt(const std::string& bpf_dir);
+
+	bool adopted() const { return adopted_; }
+	const std::string& bpf_dir() const { return bpf_dir_; }
+	int prog_fd(Prog p) const { return progs_[p].get(); }
+	uint32_t prog_id(Prog p) const;
+
+	// Sandboxes.
+	void put_sandbox(uint64_t cgroup_id, const al_sandbox& sb);
+	std::optional<al_sandbox> sandbox(uint64_t cgroup_id) const;
+	void delete_sandbox(uint64_t cgroup_id);
+	void set_level_mask(uint32_t mask);
+	al_config config() const;
+
+	// Compiled rules. install_rules inserts all or, on failure, none.
+	void install_rules(const std::vector<CompiledPrefix>& prefixes);
+	void delete_rules(uint32_t policy_id);
+	size_t count_rules(uint32_t policy_id) const;
+	// Returns once no program can still hold a value read before the call.
+	void wait_for_readers();
+
+	// Per-slot state.
+	al_latch latch(uint32_t slot) const;
+	void clear_latch(uint32_t slot);
+	al_counters counters(uint32_t slot) const;  // summed over CPUs
+	void reset_counters(uint32_t slot);
+	Fd create_ring(uint32_t slot);  // a fresh ring buffer installed for slot
+	Fd ring(uint32_t slot) const;   // the installed one, or invalid
+	void delete_ring(uint32_t slot);
+
+	// Attach a program to a cgroup with a bpf_link and pin the link.
+	void attach_and_pin(Prog p, int cgroup_fd, const std::string& pin_path);
+
+private:
+	Kernel() = default;
+	static Kernel open_pins(const std::string& bpf_dir);
+	void pin_all();
+
+	std::string bpf_dir_;
+	bool adopted_ = false;
+	Maps maps_;
+	std::array<Fd, ProgCount> progs_;
+	friend struct Loader;
+};
+
+std::string maps_dir(const std::string& bpf_dir);
+std::string progs_dir(const std::string& bpf_dir);
+std::string links_dir(const std::string& bpf_dir, const std::string& sandbox);
+
+// Mounts bpffs at /sys/fs/bpf when the pin root lies under it and nothing is
+// mounted there yet; fails if the pin root is not on a bpffs.
+void ensure_bpffs(const std::string& bpf_dir);
+
+}  // namespace airlock::kernel

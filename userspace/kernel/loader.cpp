@@ -1,0 +1,56 @@
+// The one translation unit that includes the generated skeleton: it loads
+// the embedded object and hands its descriptors to Kernel.
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+
+#include "airlock_bpf.skel.h"
+#include "kernel/kernel.h"
+#include "util/error.h"
+
+namespace airlock::kernel {
+
+struct Loader {
+	static Kernel load(const std::string& bpf_dir)
+	{
+		libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
+		airlock_bpf* skel = airlock_bpf__open();
+		if (!skel)
+			fail_errno("open embedded BPF object");
+		int err = airlock_bpf__load(skel);
+		if (err) {
+			airlock_bpf__destroy(skel);
+			fail_errno("load BPF programs (is this kernel 6.1+ with BTF, and are you root?)", -err);
+		}
+		Kernel k;
+		k.bpf_dir_ = bpf_dir;
+		auto dup = [](int fd) {
+			int n = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+			if (n < 0)
+				fail_errno("dup BPF fd");
+			return Fd(n);
+		};
+		k.maps_.config = dup(bpf_map__fd(skel->maps.al_config));
+		k.maps_.sandboxes = dup(bpf_map__fd(skel->maps.al_sandboxes));
+		k.maps_.rules = dup(bpf_map__fd(skel->maps.al_rules));
+		k.maps_.latch = dup(bpf_map__fd(skel->maps.al_latch));
+		k.maps_.counters = dup(bpf_map__fd(skel->maps.al_counters));
+		k.maps_.rings = dup(bpf_map__fd(skel->maps.al_rings));
+		k.maps_.rcu_sync = dup(bpf_map__fd(skel->maps.al_rcu_sync));
+		k.maps_.rcu_inner = dup(bpf_map__fd(skel->maps.al_rcu_inner));
+		k.progs_[SockCreate] = dup(bpf_program__fd(skel->progs.al_sock_create));
+		k.progs_[Connect4] = dup(bpf_program__fd(skel->progs.al_connect4));
+		k.progs_[Connect6] = dup(bpf_program__fd(skel->progs.al_connect6));
+		k.progs_[Sendmsg4] = dup(bpf_program__fd(skel->progs.al_sendmsg4));
+		k.progs_[Sendmsg6] = dup(bpf_program__fd(skel->progs.al_sendmsg6));
+		k.progs_[Egress] = dup(bpf_program__fd(skel->progs.al_egress));
+		airlock_bpf__destroy(skel);
+		return k;
+	}
+};
+
+Kernel load_embedded(const std::string& bpf_dir)
+{
+	return Loader::load(bpf_dir);
+}
+
+}  // namespace airlock::kernel

@@ -1,0 +1,111 @@
+// airlock: kernel-enforced network egress control for sandboxes.
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+using namespace airlock;
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback)
+{
+	const char* v = std::getenv(name);
+	return v && *v ? v : fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+	auto logger = spdlog::stderr_color_mt("airlock");
+	spdlog::set_default_logger(logger);
+	spdlog::set_pattern("%^airlock %l%$: %v");
+
+	CLI::App app{"airlock: kernel-enforced network egress control for sandboxes (cgroup v2 + eBPF)"};
+	app.require_subcommand(1);
+	app.set_version_flag("--version", AIRLOCK_VERSION_STRING);
+
+	Paths paths;
+	paths.bpf_dir = env_or("AIRLOCK_BPF_DIR", paths.bpf_dir);
+	paths.state_dir = env_or("AIRLOCK_STATE_DIR", paths.state_dir);
+	paths.cgroup_parent = env_or("AIRLOCK_CGROUP_PARENT", paths.cgroup_parent);
+	std::string log_level = "info";
+	app.add_option("--bpf-dir", paths.bpf_dir, "Where programs, maps and links are pinned (env AIRLOCK_BPF_DIR)")
+		->capture_default_str();
+	app.add_option("--state-dir", paths.state_dir, "Sandbox records and the lock (env AIRLOCK_STATE_DIR)")
+		->capture_default_str();
+	app.add_option("--cgroup-parent", paths.cgroup_parent,
+		       "Cgroup, relative to the cgroup2 mount, under which sandboxes are made (env AIRLOCK_CGROUP_PARENT)")
+		->capture_default_str();
+	app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+
+	auto* policy = app.add_subcommand("policy", "Validate and inspect policy files");
+	policy->require_subcommand(1);
+	std::vector<std::string> check_files;
+	auto* check = policy->add_subcommand("check", "Validate policy files: exit 0, or one line per error");
+	check->add_option("files", check_files, "Policy files")->required()->check(CLI::ExistingFile);
+	std::string show_file;
+	auto* show = policy->add_subcommand("show", "Print the rules and the kernel entries a policy compiles to");
+	show->add_option("file", show_file, "Policy file")->required();
+
+	RunOptions run_opts;
+	auto* run = app.add_subcommand("run", "Run a command in a new sandbox under a policy");
+	run->add_option("--policy,-p", run_opts.policy_file, "Policy file")->required();
+	run->add_option("--name,-n", run_opts.name, "Sandbox name (default POLICY-PID)");
+	run->add_option("--audit-log", run_opts.audit_log, "JSON-lines audit log (default /var/log/airlock/audit.jsonl)");
+	run->add_flag("--log-allowed", run_opts.log_allowed, "Also log allowed connections and datagrams");
+	run->add_flag("--keep-caps", run_opts.keep_caps,
+		      "Do not drop CAP_NET_RAW, CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, "
+		      "CAP_SYS_MODULE from the command");
+	run->add_option("command", run_opts.command, "Command and arguments, after --")->required();
+	run->footer(
+		"Exit status: the command's (128+N if killed by signal N); 120 killed on violation; 121 killed by "
+		"`airlock kill`; 125 airlock error; 126 command not executable; 127 command not found.");
+
+	bool status_json = false;
+	auto* status = app.add_subcommand("status", "List sandboxes, their state and kernel counters");
+	status->add_flag("--json", status_json, "Machine-readable output");
+
+	std::string name, file;
+	auto* thaw = app.add_subcommand("thaw", "Lift a sandbox's quarantine and unfreeze it");
+	thaw->add_option("name", name, "Sandbox")->required();
+	auto* killc = app.add_subcommand("kill", "Kill every process of a sandbox");
+	killc->add_option("name", name, "Sandbox")->required();
+	auto* reload = app.add_subcommand("reload", "Swap a running sandbox's policy atomically");
+	reload->add_option("name", name, "Sandbox")->required();
+	reload->add_option("file", file, "New policy file")->required();
+
+	try {
+		app.parse(argc, argv);
+	} catch (const CLI::ParseError& e) {
+		return app.exit(e);
+	}
+	spdlog::set_level(spdlog::level::from_str(log_level));
+
+	bool is_run = run->parsed();
+	try {
+		if (check->parsed())
+			return cmd_policy_check(check_files);
+		if (show->parsed())
+			return cmd_policy_show(show_file);
+		if (is_run)
+			return cmd_run(paths, run_opts);
+		if (status->parsed())
+			return cmd_status(paths, status_json);
+		if (thaw->parsed())
+			return cmd_thaw(paths, name);
+		if (killc->parsed())
+			return cmd_kill(paths, name);
+		if (reload->parsed())
+			return cmd_reload(paths, name, file);
+	} catch (const std::exception& e) {
+		spdlog::error("{}", e.what());
+		return is_run ? kExitAirlockError : kExitFailure;
+	}
+	return kExitFailure;
+}

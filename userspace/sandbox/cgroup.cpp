@@ -1,0 +1,222 @@
+#include "sandbox/cgroup.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "util/error.h"
+#include "util/files.h"
+
+namespace airlock::cgroup {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash as octal.
+std::string unescape(const std::string& s)
+{
+	std::string out;
+	for (size_t i = 0; i < s.size(); i++) {
+		if (s[i] == '\\' && i + 3 < s.size()) {
+			out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
+			i += 3;
+		} else {
+			out += s[i];
+		}
+	}
+	return out;
+}
+
+std::string find_mount()
+{
+	std::ifstream in("/proc/self/mountinfo");
+	std::string line;
+	while (std::getline(in, line)) {
+		// id parent major:minor root mountpoint options [optional...] - fstype source superopts
+		auto sep = line.find(" - ");
+		if (sep == std::string::npos)
+			continue;
+		std::istringstream rest(line.substr(sep + 3));
+		std::string fstype;
+		rest >> fstype;
+		if (fstype != "cgroup2")
+			continue;
+		std::istringstream head(line.substr(0, sep));
+		std::string id, parent, dev, root, mnt;
+		head >> id >> parent >> dev >> root >> mnt;
+		if (root == "/")
+			return unescape(mnt);
+	}
+	fail("no cgroup2 filesystem in /proc/self/mountinfo (airlock needs cgroup v2)");
+}
+
+}  // namespace
+
+const std::string& mount_point()
+{
+	static const std::string m = find_mount();
+	return m;
+}
+
+std::string path_of(const std::string& relative)
+{
+	std::string r = relative;
+	while (!r.empty() && r.front() == '/')
+		r.erase(0, 1);
+	return r.empty() ? mount_point() : mount_point() + "/" + r;
+}
+
+std::string of_pid(int pid)
+{
+	auto content = read_file("/proc/" + std::to_string(pid) + "/cgroup");
+	if (!content)
+		fail_errno("read /proc/" + std::to_string(pid) + "/cgroup");
+	std::istringstream in(*content);
+	std::string line;
+	while (std::getline(in, line)) {
+		if (line.rfind("0::", 0) == 0)
+			return path_of(line.substr(3));
+	}
+	fail("process {} has no cgroup v2 membership", pid);
+}
+
+uint64_t id_of(const std::string& path)
+{
+	struct stat st;
+	if (::stat(path.c_str(), &st) != 0)
+		fail_errno("stat " + path);
+	return st.st_ino;
+}
+
+int level_of(const std::string& path)
+{
+	fs::path rel = fs::path(path).lexically_relative(mount_point());
+	int level = 0;
+	for (const auto& part : rel) {
+		if (part == "..")
+			fail("{} is not under the cgroup2 mount {}", path, mount_point());
+		if (part != "." && !part.empty())
+			level++;
+	}
+	return level;
+}
+
+std::optional<Events> events(const std::string& path)
+{
+	auto content = read_file(path + "/cgroup.events");
+	if (!content)
+		return std::nullopt;
+	Events ev;
+	std::istringstream in(*content);
+	std::string key;
+	int value;
+	while (in >> key >> value) {
+		if (key == "populated")
+			ev.populated = value != 0;
+		else if (key == "frozen")
+			ev.frozen = value != 0;
+	}
+	return ev;
+}
+
+void freeze(const std::string& path) { write_control(path + "/cgroup.freeze", "1"); }
+void thaw(const std::string& path) { write_control(path + "/cgroup.freeze", "0"); }
+void kill(const std::string& path) { write_control(path + "/cgroup.kill", "1"); }
+
+namespace {
+
+template <typename Pred>
+bool wait_events(const std::string& path, Pred done, std::chrono::milliseconds timeout)
+{
+	auto deadline = std::chrono::steady_clock::now() + timeout;
+	int fd = ::open((path + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return done(std::optional<Events>{});
+	for (;;) {
+		// Read through the same fd: kernfs re-arms the notification on read.
+		char buf[256];
+		ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+		std::optional<Events> ev;
+		if (n >= 0) {
+			buf[n] = 0;
+			Events e;
+			std::istringstream in(buf);
+			std::string key;
+			int value;
+			while (in >> key >> value) {
+				if (key == "populated")
+					e.populated = value;
+				else if (key == "frozen")
+					e.frozen = value;
+			}
+			ev = e;
+		}
+		if (done(ev)) {
+			::close(fd);
+			return true;
+		}
+		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+			deadline - std::chrono::steady_clock::now());
+		if (left.count() <= 0) {
+			::close(fd);
+			return false;
+		}
+		struct pollfd p = {fd, POLLPRI, 0};
+		::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 100)));
+	}
+}
+
+}  // namespace
+
+bool wait_frozen(const std::string& path, bool frozen, std::chrono::milliseconds timeout)
+{
+	return wait_events(
+		path, [&](const std::optional<Events>& e) { return e && (e->frozen == frozen || !e->populated); },
+		timeout);
+}
+
+bool wait_empty(const std::string& path, std::chrono::milliseconds timeout)
+{
+	return wait_events(path, [](const std::optional<Events>& e) { return !e || !e->populated; },
+			   timeout);
+}
+
+void create(const std::string& path)
+{
+	std::error_code ec;
+	fs::create_directories(fs::path(path).parent_path(), ec);
+	if (::mkdir(path.c_str(), 0755) != 0)
+		fail_errno("create cgroup " + path);
+}
+
+void remove(const std::string& path)
+{
+	std::vector<fs::path> dirs;
+	std::error_code ec;
+	if (!fs::exists(path, ec))
+		return;
+	for (auto it = fs::recursive_directory_iterator(path, ec); it != fs::recursive_directory_iterator();
+	     it.increment(ec)) {
+		if (ec)
+			break;
+		if (it->is_directory(ec) && !it->is_symlink(ec))
+			dirs.push_back(it->path());
+	}
+	// Deepest first.
+	std::sort(dirs.begin(), dirs.end(),
+		  [](const fs::path& a, const fs::path& b) { return a.string().size() > b.string().size(); });
+	for (auto& d : dirs)
+		::rmdir(d.c_str());
+	if (::rmdir(path.c_str()) != 0 && errno != ENOENT)
+		fail_errno("remove cgroup " + path);
+}
+
+}  // namespace airlock::cgroup

@@ -1,0 +1,42 @@
+#pragma once
+// cgroup v2: where it is mounted, ids, levels, and the freezer/kill files.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace airlock::cgroup {
+
+// The cgroup2 mount point, from /proc/self/mountinfo (hybrid hosts mount it
+// at /sys/fs/cgroup/unified). Throws if there is none.
+const std::string& mount_point();
+
+// Absolute path of a cgroup given relative to the mount.
+std::string path_of(const std::string& relative);
+// The cgroup of a process, as an absolute path.
+std::string of_pid(int pid);
+
+uint64_t id_of(const std::string& path);  // the kernel's cgroup id (inode)
+int level_of(const std::string& path);    // 0 for the root
+
+struct Events {
+	bool populated = false;
+	bool frozen = false;
+};
+std::optional<Events> events(const std::string& path);
+
+void freeze(const std::string& path);
+void thaw(const std::string& path);
+void kill(const std::string& path);
+
+// Waits until cgroup.events says frozen (or not, or unpopulated), woken by
+// the kernel's notification on the file. Returns false on timeout.
+bool wait_frozen(const std::string& path, bool frozen, std::chrono::milliseconds timeout);
+bool wait_empty(const std::string& path, std::chrono::milliseconds timeout);
+
+// mkdir; fails if it exists. Parents are created.
+void create(const std::string& path);
+// Removes a cgroup tree bottom-up; it must hold no process.
+void remove(const std::string& path);
+
+}  // namespace airlock::cgroup

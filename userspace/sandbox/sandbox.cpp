@@ -1,0 +1,193 @@
+#include "sandbox/sandbox.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "policy/compile.h"
+#include "sandbox/cgroup.h"
+#include "util/files.h"
+
+namespace airlock {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::string> lines_of(const std::vector<PolicyError>& errors)
+{
+	std::vector<std::string> out;
+	for (const auto& e : errors)
+		out.push_back(e.str());
+	return out;
+}
+
+CompiledPolicy compile_or_throw(const Policy& p, uint32_t policy_id)
+{
+	auto res = compile_policy(p, policy_id);
+	if (!res.compiled)
+		throw PolicyRejected(lines_of(res.errors));
+	return *res.compiled;
+}
+
+al_sandbox entry_for(uint32_t slot, uint32_t policy_id, const CompiledPolicy& c, bool log_allowed)
+{
+	al_sandbox sb{};
+	sb.slot = slot;
+	sb.policy_id = policy_id;
+	sb.flags = c.sandbox_flags | (log_allowed ? AL_SB_LOG_ALLOWED : 0);
+	sb.on_violation = c.on_violation;
+	return sb;
+}
+
+uint32_t mask_of(const std::vector<SandboxRecord>& records, const std::string& except = "")
+{
+	uint32_t mask = 0;
+	for (const auto& r : records)
+		if (r.name != except)
+			mask |= 1u << r.level;
+	return mask;
+}
+
+void copy_policy(const Paths& paths, const std::string& name, unsigned bank, const std::string& file)
+{
+	auto text = read_file(file);
+	if (text)
+		write_file_atomic(paths.policy_copy(name, bank), *text);
+}
+
+}  // namespace
+
+Policy load_policy(const std::string& file)
+{
+	auto res = parse_policy_file(file);
+	if (!res.policy)
+		throw PolicyRejected(lines_of(res.errors));
+	// Compile once for the errors only the compiler finds (kernel limits).
+	compile_or_throw(*res.policy, 1);
+	return *res.policy;
+}
+
+SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const CreateOptions& o)
+{
+	if (!valid_sandbox_name(o.name))
+		fail("'{}' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)", o.name);
+	if (load_record(paths, o.name))
+		fail("a sandbox named '{}' exists already (airlock status)", o.name);
+	std::string cg = cgroup::path_of(paths.cgroup_parent + "/" + o.name);
+	if (fs::exists(cg))
+		fail("cgroup {} exists already", cg);
+
+	auto records = load_records(paths);
+	std::set<uint32_t> used;
+	for (const auto& r : records)
+		used.insert(r.slot);
+	uint32_t slot = 0;
+	while (used.count(slot))
+		slot++;
+	if (slot >= AL_MAX_SANDBOXES)
+		fail("all {} sandbox slots are in use", AL_MAX_SANDBOXES);
+
+	CompiledPolicy compiled = compile_or_throw(o.policy, policy_id_of(slot, 0));
+
+	SandboxRecord r;
+	r.name = o.name;
+	r.cgroup = cg;
+	r.slot = slot;
+	r.bank = 0;
+	r.policy_file = fs::absolute(o.policy_file).string();
+	r.policy_name = o.policy.name;
+	r.runner_pid = o.runner_pid;
+	r.runner_start = o.runner_pid ? process_start_time(o.runner_pid) : 0;
+	r.audit_log = o.audit_log;
+	r.log_allowed = o.log_allowed;
+	r.created = now_rfc3339();
+
+	cgroup::create(cg);
+	try {
+		r.cgroup_id = cgroup::id_of(cg);
+		r.level = cgroup::level_of(cg);
+		if (r.level <= 0 || r.level >= AL_MAX_LEVELS)
+			fail("cgroup {} is at depth {}; airlock handles 1 to {}", cg, r.level, AL_MAX_LEVELS - 1);
+		// The record first, so that a failure below is cleaned up like any sandbox.
+		save_record(paths, r);
+		k.clear_latch(slot);
+		k.reset_counters(slot);
+		k.delete_rules(policy_id_of(slot, 0));
+		k.delete_rules(policy_id_of(slot, 1));
+		k.create_ring(slot);
+		k.install_rules(compiled.prefixes);
+		k.put_sandbox(r.cgroup_id, entry_for(slot, policy_id_of(slot, 0), compiled, o.log_allowed));
+		k.set_level_mask(k.config().level_mask | (1u << r.level));
+
+		std::string links = kernel::links_dir(paths.bpf_dir, o.name);
+		fs::remove_all(links);
+		make_dirs(links);
+		Fd cgfd(::open(cg.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+		if (!cgfd.valid())
+			fail_errno("open cgroup " + cg);
+		for (int p = 0; p < kernel::ProgCount; p++)
+			k.attach_and_pin(static_cast<kernel::Prog>(p), cgfd.get(),
+					 links + "/" + kernel::kProgs[p].name);
+		copy_policy(paths, o.name, 0, o.policy_file);
+	} catch (...) {
+		try {
+			destroy_sandbox(k, paths, r);
+		} catch (...) {
+		}
+		throw;
+	}
+	return r;
+}
+
+void reload_sandbox(kernel::Kernel& k, const Paths& paths, SandboxRecord& r, const Policy& policy,
+		    const std::string& file)
+{
+	unsigned next = 1 - r.bank;
+	uint32_t old_id = policy_id_of(r.slot, r.bank);
+	uint32_t new_id = policy_id_of(r.slot, next);
+	CompiledPolicy compiled = compile_or_throw(policy, new_id);
+
+	auto current = k.sandbox(r.cgroup_id);
+	if (!current)
+		fail("sandbox '{}' has no kernel entry (cgroup {})", r.name, r.cgroup_id);
+	k.delete_rules(new_id);
+	k.install_rules(compiled.prefixes);
+	k.put_sandbox(r.cgroup_id, entry_for(r.slot, new_id, compiled, r.log_allowed));
+	k.wait_for_readers();
+	k.delete_rules(old_id);
+
+	r.bank = next;
+	r.policy_file = fs::absolute(file).string();
+	r.policy_name = policy.name;
+	copy_policy(paths, r.name, next, file);
+	save_record(paths, r);
+}
+
+void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord& r)
+{
+	if (auto ev = cgroup::events(r.cgroup); ev && ev->populated) {
+		cgroup::kill(r.cgroup);
+		if (!cgroup::wait_empty(r.cgroup, 5s))
+			fail("processes of sandbox '{}' did not exit after cgroup.kill", r.name);
+	}
+	std::error_code ec;
+	fs::remove_all(kernel::links_dir(paths.bpf_dir, r.name), ec);
+	if (r.cgroup_id) {
+		k.delete_sandbox(r.cgroup_id);
+		k.set_level_mask(mask_of(load_records(paths), r.name));
+		k.wait_for_readers();
+	}
+	k.delete_rules(policy_id_of(r.slot, 0));
+	k.delete_rules(policy_id_of(r.slot, 1));
+	k.delete_ring(r.slot);
+	k.clear_latch(r.slot);
+	cgroup::remove(r.cgroup);
+	remove_record(paths, r.name);
+}
+
+}  // namespace airlock

@@ -1,0 +1,49 @@
+#pragma once
+// A sandbox's lifecycle in kernel maps, pins and cgroups: create, reload,
+// destroy. Callers hold the state lock (Paths::lock_file) around each.
+#include <string>
+#include <vector>
+
+#include "kernel/kernel.h"
+#include "policy/policy.h"
+#include "sandbox/state.h"
+#include "util/error.h"
+
+namespace airlock {
+
+// A policy that does not compile: every error, one line each.
+class PolicyRejected : public Error {
+public:
+	explicit PolicyRejected(std::vector<std::string> lines)
+	    : Error(lines.empty() ? "policy rejected" : lines.front()), lines_(std::move(lines)) {}
+	const std::vector<std::string>& lines() const { return lines_; }
+
+private:
+	std::vector<std::string> lines_;
+};
+
+struct CreateOptions {
+	std::string name;
+	Policy policy;
+	std::string policy_file;
+	std::string audit_log;
+	bool log_allowed = false;
+	int runner_pid = 0;
+};
+
+// Everything is in place when this returns: entry, rules, ring, links. A
+// process put in the cgroup afterwards is enforced from its first call.
+SandboxRecord create_sandbox(kernel::Kernel&, const Paths&, const CreateOptions&);
+
+// Writes the idle bank, switches the sandbox entry in one map update, waits
+// for programs that may hold the old id, then deletes the old bank: every
+// call sees the old policy or the new one, never a mix or nothing.
+void reload_sandbox(kernel::Kernel&, const Paths&, SandboxRecord&, const Policy&, const std::string& file);
+
+// Kills what is left in the cgroup, then removes links, entries and the cgroup.
+void destroy_sandbox(kernel::Kernel&, const Paths&, const SandboxRecord&);
+
+// Parses and compiles FILE for a check; throws PolicyRejected with every error.
+Policy load_policy(const std::string& file);
+
+}  // namespace airlock

@@ -1,0 +1,58 @@
+#pragma once
+// What airlock remembers about a sandbox outside the kernel: one JSON file
+// per sandbox under the state directory, replaced atomically. The kernel
+// maps hold what enforcement needs; this holds what people and later
+// commands need (names, paths, who runs it).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace airlock {
+
+struct Paths {
+	std::string bpf_dir = "/sys/fs/bpf/airlock";
+	std::string state_dir = "/run/airlock";
+	std::string cgroup_parent = "airlock";  // relative to the cgroup2 mount
+	std::string lock_file() const { return state_dir + "/lock"; }
+	std::string record_file(const std::string& name) const { return state_dir + "/sandboxes/" + name + ".json"; }
+	// The policy a bank of a sandbox was compiled from, kept verbatim so
+	// events can be explained after the file on disk changed.
+	std::string policy_copy(const std::string& name, unsigned bank) const
+	{
+		return state_dir + "/sandboxes/" + name + ".policy." + std::to_string(bank) + ".json";
+	}
+	std::string kill_marker(const std::string& name) const { return state_dir + "/sandboxes/" + name + ".killed"; }
+};
+
+struct SandboxRecord {
+	std::string name;
+	std::string cgroup;  // absolute path
+	uint64_t cgroup_id = 0;
+	int level = 0;
+	uint32_t slot = 0;
+	unsigned bank = 0;  // which of the slot's two policy ids is live
+	std::string policy_file;
+	std::string policy_name;
+	int runner_pid = 0;
+	uint64_t runner_start = 0;  // /proc/PID/stat starttime, to tell PID reuse
+	std::string audit_log;
+	bool log_allowed = false;
+	std::string created;  // RFC 3339
+};
+
+// The kernel policy id of a slot's bank: two per slot, so a reload writes
+// the idle one while the live one keeps deciding.
+inline uint32_t policy_id_of(uint32_t slot, unsigned bank) { return slot * 2 + bank + 1; }
+
+void save_record(const Paths&, const SandboxRecord&);
+std::optional<SandboxRecord> load_record(const Paths&, const std::string& name);
+std::vector<SandboxRecord> load_records(const Paths&);
+void remove_record(const Paths&, const std::string& name);
+
+uint64_t process_start_time(int pid);  // 0 if the process is gone
+bool runner_alive(const SandboxRecord&);
+std::string now_rfc3339();
+bool valid_sandbox_name(const std::string& name);
+
+}  // namespace airlock
