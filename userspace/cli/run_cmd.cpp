@@ -140,6 +140,11 @@ struct Runner {
 
 	void on_event(const al_event& e)
 	{
+		// A reload switched banks: the record names the policy now enforced.
+		if (e.policy_id && e.policy_id != policy_id_of(rec.slot, rec.bank)) {
+			if (auto r = load_record(paths, rec.name))
+				rec = *r;
+		}
 		json j = decision_json(e);
 		j["policy"] = rec.policy_name;
 		audit.write(rec.name, j);
@@ -306,7 +311,9 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 			} else if (evs[i].data.u64 == 3) {
 				struct signalfd_siginfo ssi;
 				while (::read(sigfd.get(), &ssi, sizeof(ssi)) == sizeof(ssi)) {
-					if (ssi.ssi_signo != SIGCHLD)
+					// Passed on only when sent with kill(2): a terminal's ^C
+					// already reached the child through its process group.
+					if (ssi.ssi_signo != SIGCHLD && ssi.ssi_code == SI_USER)
 						::kill(child.pid, ssi.ssi_signo);
 				}
 			}

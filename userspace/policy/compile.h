@@ -1,0 +1,48 @@
+#pragma once
+// Compiling a policy into what the kernel looks up: one LPM entry per
+// distinct prefix, each holding, in precedence order, the port ranges of its
+// own rules and of every less specific rule that contains it. The kernel
+// then needs one longest-prefix lookup and a first-match scan.
+#include <airlock/abi.h>
+
+#include <optional>
+#include <vector>
+
+#include "policy/policy.h"
+
+namespace airlock {
+
+struct CompiledPrefix {
+	al_lpm_key key;
+	al_rule_set value;
+};
+
+struct CompiledPolicy {
+	std::vector<CompiledPrefix> prefixes;
+	uint32_t sandbox_flags = 0;  // al_sandbox_flag (AL_SB_LOG_ALLOWED is the runner's)
+	uint8_t on_violation = AL_ON_VIOLATION_DENY;
+};
+
+struct CompileResult {
+	std::optional<CompiledPolicy> compiled;
+	std::vector<PolicyError> errors;
+};
+
+CompileResult compile_policy(const Policy& p, uint32_t policy_id);
+
+struct KernelDecision {
+	bool allowed = false;
+	uint16_t rule = AL_RULE_NONE;
+	bool operator==(const KernelDecision&) const = default;
+};
+
+// What the kernel decides with the compiled entries (a model of
+// al_rules_decide in bpf/verdict.bpf.h), for tests and explanations.
+KernelDecision kernel_lookup(const CompiledPolicy& c, uint32_t policy_id, const Address& dst, uint16_t port,
+			     uint8_t proto_bit);
+
+// The definition, rule by rule: among matching rules the longest prefix
+// wins, deny beats allow at equal length, then the lower index.
+KernelDecision reference_decision(const Policy& p, const Address& dst, uint16_t port, uint8_t proto_bit);
+
+}  // namespace airlock

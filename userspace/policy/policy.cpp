@@ -1,0 +1,482 @@
+#include "policy/policy.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace airlock {
+
+using nlohmann::json;
+
+std::string PolicyError::str() const
+{
+	return fmt::format("{}: {}: {}", file, path, message);
+}
+
+const char* to_string(Mode m) { return m == Mode::Enforce ? "enforce" : "audit"; }
+const char* to_string(OnViolation v)
+{
+	switch (v) {
+	case OnViolation::Deny: return "deny";
+	case OnViolation::Freeze: return "freeze";
+	case OnViolation::Kill: return "kill";
+	}
+	return "?";
+}
+const char* to_string(Action a) { return a == Action::Allow ? "allow" : "deny"; }
+
+namespace {
+
+const std::set<std::string> kDnsTypes = {"A",  "AAAA", "CNAME", "MX",    "TXT", "SRV",  "PTR",
+					 "NS", "SOA",  "HTTPS", "SVCB", "CAA", "NULL", "ANY"};
+
+// A value as it appears in a message: strings quoted, the rest as JSON.
+std::string shown(const json& v)
+{
+	if (v.is_string())
+		return "'" + v.get<std::string>() + "'";
+	std::string s = v.dump();
+	return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+std::string type_name(const json& v)
+{
+	if (v.is_string()) return "a string";
+	if (v.is_boolean()) return "a boolean";
+	if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+	if (v.is_number()) return "a number";
+	if (v.is_array()) return "an array";
+	if (v.is_object()) return "an object";
+	return "null";
+}
+
+class Parser {
+public:
+	explicit Parser(std::string file) : file_(std::move(file)) {}
+
+	void error(const std::string& path, std::string message)
+	{
+		errors_.push_back({file_, path.empty() ? "(root)" : path, std::move(message)});
+	}
+
+	bool expect(const json& v, const std::string& path, bool ok, const char* what)
+	{
+		if (!ok)
+			error(path, fmt::format("expected {}, got {}", what, type_name(v)));
+		return ok;
+	}
+
+	void unknown_keys(const json& obj, const std::string& path, std::initializer_list<const char*> known)
+	{
+		for (auto it = obj.begin(); it != obj.end(); ++it) {
+			if (std::find_if(known.begin(), known.end(), [&](const char* k) { return it.key() == k; }) ==
+			    known.end())
+				error(path, fmt::format("unknown key '{}'", it.key()));
+		}
+	}
+
+	static std::string join(const std::string& path, const std::string& key)
+	{
+		return path.empty() ? key : path + "/" + key;
+	}
+
+	std::optional<Cidr> cidr(const json& v, const std::string& path)
+	{
+		if (!expect(v, path, v.is_string(), "a string"))
+			return std::nullopt;
+		std::string s = v.get<std::string>();
+		auto slash = s.find('/');
+		std::string addr_text = s.substr(0, slash);
+		Address raw;
+		bool v6 = addr_text.find(':') != std::string::npos;
+		auto parsed = parse_address(addr_text);
+		if (!parsed) {
+			error(path, fmt::format("'{}' is not a CIDR", s));
+			return std::nullopt;
+		}
+		int max = v6 ? 128 : 32;
+		int len = max;
+		if (slash != std::string::npos) {
+			std::string lt = s.substr(slash + 1);
+			if (lt.empty() || lt.size() > 3 || !std::all_of(lt.begin(), lt.end(), ::isdigit) ||
+			    std::stoi(lt) > max) {
+				error(path, fmt::format("'{}' is not a CIDR", s));
+				return std::nullopt;
+			}
+			len = std::stoi(lt);
+		}
+		if (v6 && parsed->family == AL_FAMILY_IPV4) {
+			// Written as ::ffff:a.b.c.d/N: the IPv4 prefix it means.
+			if (len < 96) {
+				error(path, fmt::format("'{}' spans IPv4-mapped and other IPv6 addresses; write the IPv4 "
+							"and IPv6 parts as separate rules",
+							s));
+				return std::nullopt;
+			}
+			len -= 96;
+		}
+		raw = *parsed;
+		Cidr c{mask(raw, len), static_cast<uint8_t>(len)};
+		if (!(c.addr == raw)) {
+			error(path, fmt::format("'{}' has host bits set; did you mean '{}'?", s, format_cidr(c)));
+			return std::nullopt;
+		}
+		return c;
+	}
+
+	bool domain(const json& v, const std::string& path, Rule& r)
+	{
+		if (!expect(v, path, v.is_string(), "a string"))
+			return false;
+		std::string original = v.get<std::string>();
+		std::string s = original;
+		std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+		if (!s.empty() && s.back() == '.')
+			s.pop_back();
+		if (s.rfind("*.", 0) == 0) {
+			r.wildcard = true;
+			s = s.substr(2);
+		}
+		auto bad = [&](const std::string& why) {
+			error(path, fmt::format("'{}' is not a domain name: {}", original, why));
+			return false;
+		};
+		if (s.empty())
+			return bad("it is empty");
+		if (s.find('*') != std::string::npos)
+			return bad("'*' may only stand alone as the first label ('*.example.com')");
+		if (parse_address(s))
+			return bad("it is an address (use 'cidr' for addresses)");
+		if (s.size() > 253)
+			return bad(fmt::format("{} characters, the limit is 253", s.size()));
+		size_t start = 0;
+		while (true) {
+			size_t dot = s.find('.', start);
+			std::string label = s.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+			if (label.empty())
+				return bad("empty label");
+			if (label.size() > 63)
+				return bad(fmt::format("label '{}' is longer than 63 characters", label.substr(0, 20) + "..."));
+			for (char c : label)
+				if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
+					return bad(fmt::format("'{}' is not allowed in a label", c));
+			if (label.front() == '-' || label.back() == '-')
+				return bad(fmt::format("label '{}' starts or ends with '-'", label));
+			if (dot == std::string::npos)
+				break;
+			start = dot + 1;
+		}
+		r.domain = s;
+		return true;
+	}
+
+	std::optional<PortRange> port(const json& v, const std::string& path)
+	{
+		if (v.is_number_integer() || v.is_number_unsigned()) {
+			auto n = v.get<long long>();
+			if (n < 1 || n > 65535) {
+				error(path, fmt::format("{} is not a port (1-65535)", n));
+				return std::nullopt;
+			}
+			return PortRange{static_cast<uint16_t>(n), static_cast<uint16_t>(n)};
+		}
+		if (v.is_string()) {
+			std::string s = v.get<std::string>();
+			auto dash = s.find('-');
+			auto num = [](const std::string& t) -> long {
+				if (t.empty() || t.size() > 5 || !std::all_of(t.begin(), t.end(), ::isdigit))
+					return -1;
+				return std::stol(t);
+			};
+			long lo = dash == std::string::npos ? -1 : num(s.substr(0, dash));
+			long hi = dash == std::string::npos ? -1 : num(s.substr(dash + 1));
+			if (lo < 1 || hi < 1 || lo > 65535 || hi > 65535 || lo > hi) {
+				error(path, fmt::format("'{}' is not a port range (\"LO-HI\", 1 <= LO <= HI <= 65535)", s));
+				return std::nullopt;
+			}
+			return PortRange{static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)};
+		}
+		error(path, fmt::format("expected a port number or a \"LO-HI\" string, got {}", type_name(v)));
+		return std::nullopt;
+	}
+
+	std::optional<Rule> rule(const json& v, const std::string& path, size_t index)
+	{
+		if (!expect(v, path, v.is_object(), "an object"))
+			return std::nullopt;
+		unknown_keys(v, path, {"action", "cidr", "domain", "ports", "protocol", "comment"});
+		size_t before = errors_.size();
+		Rule r;
+		r.index = index;
+		if (!v.contains("action")) {
+			error(join(path, "action"), "missing");
+		} else if (const json& a = v["action"]; expect(a, join(path, "action"), a.is_string(), "a string")) {
+			std::string s = a.get<std::string>();
+			if (s == "allow")
+				r.action = Action::Allow;
+			else if (s == "deny")
+				r.action = Action::Deny;
+			else if (s == "hold" || s == "redirect")
+				error(join(path, "action"), fmt::format("'{}' is reserved and not supported yet", s));
+			else
+				error(join(path, "action"), fmt::format("'{}' is not one of allow, deny", s));
+		}
+		bool has_cidr = v.contains("cidr"), has_domain = v.contains("domain");
+		if (has_cidr == has_domain)
+			error(path, "needs exactly one of 'cidr' or 'domain'");
+		else if (has_cidr)
+			r.cidr = cidr(v["cidr"], join(path, "cidr"));
+		else
+			domain(v["domain"], join(path, "domain"), r);
+
+		r.proto_mask = AL_PROTO_TCP | AL_PROTO_UDP;
+		if (v.contains("protocol")) {
+			const json& p = v["protocol"];
+			if (expect(p, join(path, "protocol"), p.is_string(), "a string")) {
+				std::string s = p.get<std::string>();
+				if (s == "tcp")
+					r.proto_mask = AL_PROTO_TCP;
+				else if (s == "udp")
+					r.proto_mask = AL_PROTO_UDP;
+				else if (s == "icmp")
+					r.proto_mask = AL_PROTO_ICMP;
+				else
+					error(join(path, "protocol"), fmt::format("'{}' is not one of tcp, udp, icmp", s));
+			}
+		}
+		if (v.contains("ports")) {
+			const json& ps = v["ports"];
+			std::string pp = join(path, "ports");
+			if (expect(ps, pp, ps.is_array(), "an array")) {
+				if (ps.empty())
+					error(pp, "is empty (leave 'ports' out to mean every port)");
+				for (size_t i = 0; i < ps.size(); i++)
+					if (auto pr = port(ps[i], join(pp, std::to_string(i))))
+						r.ports.push_back(*pr);
+				if (r.proto_mask == AL_PROTO_ICMP)
+					error(pp, "ICMP has no ports: leave 'ports' out of an icmp rule");
+			}
+		}
+		if (v.contains("comment")) {
+			const json& c = v["comment"];
+			if (expect(c, join(path, "comment"), c.is_string(), "a string"))
+				r.comment = c.get<std::string>();
+		}
+		if (errors_.size() != before)
+			return std::nullopt;
+		return r;
+	}
+
+	void dns(const json& v, const std::string& path, DnsPolicy& d)
+	{
+		if (!expect(v, path, v.is_object(), "an object"))
+			return;
+		unknown_keys(v, path, {"resolvers", "types", "max_name_length", "max_label_length", "tcp"});
+		if (v.contains("resolvers")) {
+			const json& rs = v["resolvers"];
+			std::string rp = join(path, "resolvers");
+			if (expect(rs, rp, rs.is_array(), "an array")) {
+				for (size_t i = 0; i < rs.size(); i++) {
+					std::string ip = join(rp, std::to_string(i));
+					if (!expect(rs[i], ip, rs[i].is_string(), "a string"))
+						continue;
+					auto a = parse_address(rs[i].get<std::string>());
+					if (!a)
+						error(ip, fmt::format("{} is not an IP address", shown(rs[i])));
+					else
+						d.resolvers.push_back(*a);
+				}
+			}
+		}
+		if (v.contains("types")) {
+			const json& ts = v["types"];
+			std::string tp = join(path, "types");
+			if (expect(ts, tp, ts.is_array(), "an array")) {
+				d.types.clear();
+				for (size_t i = 0; i < ts.size(); i++) {
+					std::string ip = join(tp, std::to_string(i));
+					if (!expect(ts[i], ip, ts[i].is_string(), "a string"))
+						continue;
+					std::string t = ts[i].get<std::string>();
+					std::transform(t.begin(), t.end(), t.begin(), ::toupper);
+					if (!kDnsTypes.count(t))
+						error(ip, fmt::format("{} is not a DNS type airlock knows", shown(ts[i])));
+					else if (std::find(d.types.begin(), d.types.end(), t) == d.types.end())
+						d.types.push_back(t);
+				}
+			}
+		}
+		auto bounded = [&](const char* key, unsigned lo, unsigned hi, unsigned& out) {
+			if (!v.contains(key))
+				return;
+			const json& n = v[key];
+			std::string kp = join(path, key);
+			if (!expect(n, kp, n.is_number_integer() || n.is_number_unsigned(), "an integer"))
+				return;
+			long long x = n.get<long long>();
+			if (x < lo || x > hi)
+				error(kp, fmt::format("{} is out of range ({}-{})", x, lo, hi));
+			else
+				out = static_cast<unsigned>(x);
+		};
+		bounded("max_name_length", 1, 253, d.max_name_length);
+		bounded("max_label_length", 1, 63, d.max_label_length);
+		if (v.contains("tcp")) {
+			const json& t = v["tcp"];
+			if (expect(t, join(path, "tcp"), t.is_boolean(), "a boolean"))
+				d.tcp = t.get<bool>();
+		}
+	}
+
+	ParseResult document(std::string_view text)
+	{
+		ParseResult res;
+		json doc;
+		try {
+			doc = json::parse(text);
+		} catch (const json::parse_error& e) {
+			// Line and column from the byte offset nlohmann reports.
+			size_t off = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
+			size_t line = 1 + std::count(text.begin(), text.begin() + off, '\n');
+			size_t nl = text.rfind('\n', off ? off - 1 : 0);
+			size_t col = nl == std::string_view::npos || off == 0 ? off + 1 : off - nl;
+			// "[json.exception...] parse error at line L, column C: REASON"
+			std::string what = e.what();
+			auto at = what.find("column ");
+			auto colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
+			std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+			std::replace(reason.begin(), reason.end(), '\n', ' ');
+			res.errors.push_back(
+				{fmt::format("{}:{}:{}", file_, line, col), "(root)", "invalid JSON: " + reason});
+			return res;
+		}
+		if (!doc.is_object()) {
+			error("", fmt::format("expected an object, got {}", type_name(doc)));
+			res.errors = errors_;
+			return res;
+		}
+		Policy p;
+		p.source = file_;
+		unknown_keys(doc, "", {"version", "name", "description", "mode", "on_violation", "rules", "dns"});
+		if (!doc.contains("version"))
+			error("version", "missing");
+		else if (const json& v = doc["version"];
+			 expect(v, "version", v.is_number_integer() || v.is_number_unsigned(), "an integer")) {
+			if (v.get<long long>() != 1)
+				error("version", fmt::format("{} is not a supported version (1)", v.dump()));
+		}
+		if (!doc.contains("name")) {
+			error("name", "missing");
+		} else if (const json& n = doc["name"]; expect(n, "name", n.is_string(), "a string")) {
+			p.name = n.get<std::string>();
+			bool ok = !p.name.empty() && p.name.size() <= 64 &&
+				  std::all_of(p.name.begin(), p.name.end(), [](unsigned char c) {
+					  return std::isalnum(c) || c == '.' || c == '_' || c == '-';
+				  });
+			if (!ok)
+				error("name", fmt::format("'{}' is not a policy name (1-64 of A-Z a-z 0-9 . _ -)", p.name));
+		}
+		if (doc.contains("description")) {
+			const json& d = doc["description"];
+			if (expect(d, "description", d.is_string(), "a string"))
+				p.description = d.get<std::string>();
+		}
+		if (doc.contains("mode")) {
+			const json& m = doc["mode"];
+			if (expect(m, "mode", m.is_string(), "a string")) {
+				std::string s = m.get<std::string>();
+				if (s == "enforce")
+					p.mode = Mode::Enforce;
+				else if (s == "audit")
+					p.mode = Mode::Audit;
+				else
+					error("mode", fmt::format("'{}' is not one of enforce, audit", s));
+			}
+		}
+		if (doc.contains("on_violation")) {
+			const json& o = doc["on_violation"];
+			if (expect(o, "on_violation", o.is_string(), "a string")) {
+				std::string s = o.get<std::string>();
+				if (s == "deny")
+					p.on_violation = OnViolation::Deny;
+				else if (s == "freeze")
+					p.on_violation = OnViolation::Freeze;
+				else if (s == "kill")
+					p.on_violation = OnViolation::Kill;
+				else
+					error("on_violation", fmt::format("'{}' is not one of deny, freeze, kill", s));
+			}
+		}
+		if (!doc.contains("rules")) {
+			error("rules", "missing");
+		} else if (const json& rs = doc["rules"]; expect(rs, "rules", rs.is_array(), "an array")) {
+			for (size_t i = 0; i < rs.size(); i++)
+				if (auto r = rule(rs[i], "rules/" + std::to_string(i), i))
+					p.rules.push_back(*r);
+		}
+		if (doc.contains("dns"))
+			dns(doc["dns"], "dns", p.dns);
+		res.errors = errors_;
+		if (errors_.empty())
+			res.policy = std::move(p);
+		return res;
+	}
+
+private:
+	std::string file_;
+	std::vector<PolicyError> errors_;
+};
+
+}  // namespace
+
+ParseResult parse_policy_text(std::string_view text, const std::string& file_label)
+{
+	return Parser(file_label).document(text);
+}
+
+ParseResult parse_policy_file(const std::string& path)
+{
+	std::ifstream in(path, std::ios::binary);
+	if (!in) {
+		ParseResult res;
+		res.errors.push_back({path, "(root)", fmt::format("cannot read: {}", std::strerror(errno))});
+		return res;
+	}
+	std::ostringstream ss;
+	ss << in.rdbuf();
+	return parse_policy_text(ss.str(), path);
+}
+
+std::string describe(const Rule& r)
+{
+	std::string s = to_string(r.action);
+	if (r.cidr)
+		s += " " + format_cidr(*r.cidr);
+	else if (r.domain)
+		s += std::string(" ") + (r.wildcard ? "*." : "") + *r.domain;
+	if (!r.ports.empty()) {
+		s += " ports ";
+		for (size_t i = 0; i < r.ports.size(); i++) {
+			if (i)
+				s += ",";
+			s += r.ports[i].lo == r.ports[i].hi ? std::to_string(r.ports[i].lo)
+							    : fmt::format("{}-{}", r.ports[i].lo, r.ports[i].hi);
+		}
+	}
+	if (r.proto_mask == AL_PROTO_TCP)
+		s += " tcp";
+	else if (r.proto_mask == AL_PROTO_UDP)
+		s += " udp";
+	else if (r.proto_mask == AL_PROTO_ICMP)
+		s += " icmp";
+	return s;
+}
+
+}  // namespace airlock

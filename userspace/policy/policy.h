@@ -1,0 +1,73 @@
+#pragma once
+// Policy files: parsing and validation. Every error names the file and the
+// JSON path; all errors are collected, not just the first.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/address.h"
+
+namespace airlock {
+
+enum class Mode { Enforce, Audit };
+enum class OnViolation { Deny, Freeze, Kill };
+enum class Action { Allow, Deny };
+
+struct PortRange {
+	uint16_t lo = 0, hi = 0;
+	bool operator==(const PortRange&) const = default;
+};
+
+struct Rule {
+	size_t index = 0;
+	Action action = Action::Deny;
+	std::optional<Cidr> cidr;
+	std::optional<std::string> domain;  // lowercased, without "*." and trailing dot
+	bool wildcard = false;              // "*.domain": names below it, not itself
+	std::vector<PortRange> ports;       // empty: every port
+	uint8_t proto_mask = 0;             // al_proto_bit
+	std::string comment;
+};
+
+struct DnsPolicy {
+	std::vector<Address> resolvers;
+	std::vector<std::string> types = {"A", "AAAA", "CNAME"};
+	unsigned max_name_length = 253;
+	unsigned max_label_length = 63;
+	bool tcp = false;
+};
+
+struct Policy {
+	int version = 1;
+	std::string name, description;
+	Mode mode = Mode::Enforce;
+	OnViolation on_violation = OnViolation::Deny;
+	std::vector<Rule> rules;
+	DnsPolicy dns;
+	std::string source;  // the file it came from
+};
+
+struct PolicyError {
+	std::string file, path, message;
+	std::string str() const;  // "FILE: PATH: MESSAGE"
+};
+
+struct ParseResult {
+	std::optional<Policy> policy;
+	std::vector<PolicyError> errors;
+	bool ok() const { return policy.has_value(); }
+};
+
+ParseResult parse_policy_text(std::string_view text, const std::string& file_label);
+ParseResult parse_policy_file(const std::string& path);
+
+// "allow 10.20.0.0/16 ports 5432,8000-8100 tcp": for logs and `policy show`.
+std::string describe(const Rule& r);
+
+const char* to_string(Mode m);
+const char* to_string(OnViolation v);
+const char* to_string(Action a);
+
+}  // namespace airlock
