@@ -111,8 +111,10 @@ static __always_inline int al_parse_ipv6(struct __sk_buff *skb, struct al_dest *
 			off += (ext[1] + 1) * 8;
 			continue;
 		case AL_NEXTHDR_ROUTING:
+			dst->protocol = next;
 			return AL_REASON_ROUTING_HEADER;
 		case AL_NEXTHDR_FRAGMENT:
+			dst->protocol = next;
 			return AL_REASON_FRAGMENT;
 		default:
 			dst->protocol = next;

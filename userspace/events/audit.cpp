@@ -104,8 +104,8 @@ json decision_json(const al_event& e)
 	j["tgid"] = e.tgid;
 	j["comm"] = comm_of(e);
 	j["cgroup_id"] = e.cgroup_id;
-	std::string dst = dest_of(e);
-	j["family"] = dst.empty() ? json(nullptr) : json(e.family == AL_FAMILY_IPV4 ? "ipv4" : "ipv6");
+	std::string dst = e.hook == AL_HOOK_SOCK_CREATE ? "" : dest_of(e);  // a new socket has no peer
+	j["family"] = e.family == AL_FAMILY_IPV4 ? json("ipv4") : e.family == AL_FAMILY_IPV6 ? json("ipv6") : json(nullptr);
 	j["protocol"] = protocol_name(e.protocol);
 	j["dst"] = dst.empty() ? json(nullptr) : json(dst);
 	j["port"] = e.port;
@@ -116,7 +116,7 @@ json decision_json(const al_event& e)
 
 std::string decision_line(const al_event& e)
 {
-	std::string dst = dest_of(e);
+	std::string dst = e.hook == AL_HOOK_SOCK_CREATE ? "" : dest_of(e);
 	std::string where = dst.empty() ? std::string("-")
 				 : e.family == AL_FAMILY_IPV6 ? fmt::format("[{}]:{}", dst, e.port)
 							      : fmt::format("{}:{}", dst, e.port);
