@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Configures and builds airlock into build/.
+# Configures and builds airlock into build/. Arguments are build targets
+# (default: everything, tests included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)"
+if (($#)); then
+  for t in "$@"; do cmake --build build -j"$(nproc)" --target "$t"; done
+else
+  cmake --build build -j"$(nproc)"
+fi

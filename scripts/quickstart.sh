@@ -11,7 +11,7 @@ if [[ $(id -u) -ne 0 ]]; then
   exit 1
 fi
 scripts/deps.sh
-scripts/build.sh >/dev/null
+scripts/build.sh airlock >/dev/null
 AIRLOCK=build/airlock
 work=$(mktemp -d /tmp/airlock-quickstart.XXXXXX)
 server_pid=""

@@ -194,7 +194,7 @@ struct Runner {
 		if (state != State::Frozen)
 			return;
 		auto ev = cgroup::events(rec.cgroup);
-		if (ev && !ev->frozen) {
+		if (ev && ev->populated && !ev->frozen) {
 			state = State::Running;
 			spdlog::info("{}: thawed", rec.name);
 		}
