@@ -138,6 +138,10 @@ int al_egress(struct __sk_buff *skb)
 			d.reason = bad;
 		} else {
 			al_rules_decide(sb->policy_id, &dst, &d);
+			/* In audit mode every packet of a would-be-denied flow
+			 * passes: its connect or sendmsg was reported already. */
+			d.quiet = (sb->flags & AL_SB_AUDIT) &&
+				  (dst.protocol == IPPROTO_TCP || dst.protocol == IPPROTO_UDP);
 		}
 		verdict = al_finish(AL_HOOK_EGRESS, sb, cgid, &dst, &d);
 	}

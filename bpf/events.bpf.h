@@ -19,6 +19,7 @@ struct al_decision {
 	__u8 reason;  /* al_reason */
 	__u16 rule;   /* AL_RULE_NONE or a policy rule index */
 	__u8 latched; /* this decision set the latch */
+	__u8 quiet;   /* count it, report nothing */
 };
 
 static __always_inline struct al_counters *al_counters_of(__u32 slot)

@@ -88,6 +88,7 @@ static __always_inline void al_rules_decide(__u32 policy_id, const struct al_des
 	out->reason = AL_REASON_NO_RULE;
 	out->rule = AL_RULE_NONE;
 	out->latched = 0;
+	out->quiet = 0;
 
 	__u8 bit = al_proto_bit(dst->protocol);
 	if (!bit) {
@@ -149,6 +150,8 @@ static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, __u64 cgi
 		}
 	}
 	al_count(c, hook, d);
+	if (d->quiet)
+		return d->verdict == AL_VERDICT_DENY ? AL_DROP : AL_PASS;
 	if (d->verdict != AL_VERDICT_ALLOW ||
 	    ((sb->flags & AL_SB_LOG_ALLOWED) && hook != AL_HOOK_EGRESS))
 		al_emit(c, hook, cgid, slot, sb->policy_id, dst, d);

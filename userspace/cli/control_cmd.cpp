@@ -91,6 +91,9 @@ int cmd_status(const Paths& paths, bool as_json)
 			  {"counters", counters_json(k->counters(r.slot))}};
 		out["sandboxes"].push_back(s);
 	}
+	// Decisions of programs that found no sandbox entry (fail-closed denials).
+	if (k)
+		out["unattributed"] = counters_json(k->counters(AL_SLOT_UNKNOWN));
 	if (as_json) {
 		fmt::print("{}\n", out.dump(2));
 		return kExitOk;

@@ -233,6 +233,9 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 			fmt::print(stderr, "{}\n", l);
 		return kExitAirlockError;
 	}
+	if (o.keep_caps && ::geteuid() == 0)
+		spdlog::warn("--keep-caps: the command keeps CAP_NET_RAW; AF_PACKET and AF_XDP sockets bypass every "
+			     "cgroup hook");
 	std::string name = o.name.empty() ? fmt::format("{}-{}", policy.name, ::getpid()) : o.name;
 	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
 	AuditLog audit(audit_path);
