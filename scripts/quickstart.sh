@@ -30,7 +30,7 @@ server_pid=$!
 for _ in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:8080/ && break; sleep 0.1; done
 
 echo "== airlock run --policy policies/default.json -- <curl allowed, then curl denied>"
-"$AIRLOCK" run --policy policies/default.json --name quickstart --audit-log "$work/audit.jsonl" -- \
+"$AIRLOCK" run --policy policies/default.json --name quickstart --audit-log "$work/audit.jsonl" --user nobody -- \
   sh -c 'curl -sS -o /dev/null -w "allowed: GET http://127.0.0.1:8080/ -> HTTP %{http_code}\n" http://127.0.0.1:8080/
          curl -sS --max-time 5 http://127.0.0.1:9999/ || echo "denied: connect to 127.0.0.1:9999 refused in the kernel"
          sleep 30; echo "not reached: the sandbox is frozen"' &

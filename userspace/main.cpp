@@ -59,6 +59,9 @@ int main(int argc, char** argv)
 	run->add_option("--name,-n", run_opts.name, "Sandbox name (default POLICY-PID)");
 	run->add_option("--audit-log", run_opts.audit_log, "JSON-lines audit log (default /var/log/airlock/audit.jsonl)");
 	run->add_flag("--log-allowed", run_opts.log_allowed, "Also log allowed connections and datagrams");
+	run->add_option("--user,-u", run_opts.user,
+			"Run the command as USER[:GROUP] (names or ids); a root command can leave its cgroup "
+			"unless the cgroup2 mount has nsdelegate");
 	run->add_flag("--keep-caps", run_opts.keep_caps,
 		      "Do not drop CAP_NET_RAW, CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, "
 		      "CAP_SYS_MODULE from the command");

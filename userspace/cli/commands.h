@@ -24,6 +24,7 @@ struct RunOptions {
 	std::string audit_log;
 	bool log_allowed = false;
 	bool keep_caps = false;
+	std::string user;  // USER[:GROUP] or UID[:GID] to run the command as
 	std::vector<std::string> command;
 };
 

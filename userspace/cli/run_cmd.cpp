@@ -12,8 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <grp.h>
+#include <pwd.h>
+
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -66,6 +70,56 @@ void drop_caps_in_child()
 	}
 }
 
+struct Identity {
+	bool set = false;
+	uid_t uid = 0;
+	gid_t gid = 0;
+};
+
+// Resolved before the clone: the child may only make async-signal-safe calls.
+Identity resolve_user(const std::string& spec)
+{
+	Identity id;
+	if (spec.empty())
+		return id;
+	id.set = true;
+	std::string user = spec.substr(0, spec.find(':'));
+	std::string group = spec.find(':') == std::string::npos ? "" : spec.substr(spec.find(':') + 1);
+	auto numeric = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+	if (numeric(user)) {
+		id.uid = static_cast<uid_t>(std::stoul(user));
+		struct passwd* pw = getpwuid(id.uid);
+		id.gid = pw ? pw->pw_gid : static_cast<gid_t>(id.uid);
+	} else {
+		struct passwd* pw = getpwnam(user.c_str());
+		if (!pw)
+			fail("--user: no user named '{}'", user);
+		id.uid = pw->pw_uid;
+		id.gid = pw->pw_gid;
+	}
+	if (numeric(group)) {
+		id.gid = static_cast<gid_t>(std::stoul(group));
+	} else if (!group.empty()) {
+		struct group* gr = getgrnam(group.c_str());
+		if (!gr)
+			fail("--user: no group named '{}'", group);
+		id.gid = gr->gr_gid;
+	}
+	return id;
+}
+
+bool cgroup_mount_has_nsdelegate()
+{
+	std::ifstream in("/proc/self/mountinfo");
+	std::string line;
+	while (std::getline(in, line)) {
+		auto sep = line.find(" - cgroup2 ");
+		if (sep != std::string::npos && line.find("nsdelegate", sep) != std::string::npos)
+			return true;
+	}
+	return false;
+}
+
 struct Child {
 	int pid = -1;
 	Fd pidfd;
@@ -75,6 +129,7 @@ struct Child {
 // no moment at which it runs unenforced. It inherits only stdio.
 Child spawn(const std::string& cgroup_path, const RunOptions& o)
 {
+	Identity who = resolve_user(o.user);
 	Fd cg(::open(cgroup_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 	if (!cg.valid())
 		fail_errno("open cgroup " + cgroup_path);
@@ -90,7 +145,10 @@ Child spawn(const std::string& cgroup_path, const RunOptions& o)
 	int pidfd = -1;
 	struct clone_args args;
 	std::memset(&args, 0, sizeof(args));
-	args.flags = CLONE_INTO_CGROUP | CLONE_PIDFD;
+	// A cgroup namespace rooted at the sandbox: even a root process inside
+	// cannot move itself to a cgroup outside it (the kernel checks the
+	// destination against the namespace root, whatever the file modes say).
+	args.flags = CLONE_INTO_CGROUP | CLONE_PIDFD | CLONE_NEWCGROUP;
 	args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
 	args.exit_signal = SIGCHLD;
 	args.cgroup = static_cast<uint64_t>(cg.get());
@@ -108,6 +166,15 @@ Child spawn(const std::string& cgroup_path, const RunOptions& o)
 		sigprocmask(SIG_SETMASK, &all, nullptr);
 		if (!o.keep_caps)
 			drop_caps_in_child();
+		if (who.set) {
+			gid_t g = who.gid;
+			if (setgroups(1, &g) != 0 || setresgid(g, g, g) != 0 || setresuid(who.uid, who.uid, who.uid) != 0) {
+				int e = errno;
+				ssize_t ignored = ::write(errpipe[1], &e, sizeof(e));
+				(void)ignored;
+				_exit(kExitCannotExecute);
+			}
+		}
 		syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
 		execvp(argv[0], argv.data());
 		int e = errno;
@@ -233,6 +300,9 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 			fmt::print(stderr, "{}\n", l);
 		return kExitAirlockError;
 	}
+	if (o.user.empty() && ::geteuid() == 0 && !cgroup_mount_has_nsdelegate())
+		spdlog::warn("the command runs as root and the cgroup2 mount lacks nsdelegate: it could move itself "
+			     "out of the sandbox; use --user, or remount cgroup2 with nsdelegate");
 	if (o.keep_caps && ::geteuid() == 0)
 		spdlog::warn("--keep-caps: the command keeps CAP_NET_RAW; AF_PACKET and AF_XDP sockets bypass every "
 			     "cgroup hook");
