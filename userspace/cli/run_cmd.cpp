@@ -127,7 +127,7 @@ struct Child {
 
 // The child is born inside the sandbox cgroup (CLONE_INTO_CGROUP): there is
 // no moment at which it runs unenforced. It inherits only stdio.
-Child spawn(const std::string& cgroup_path, const RunOptions& o)
+Child spawn(const std::string& name, const std::string& cgroup_path, const RunOptions& o)
 {
 	Identity who = resolve_user(o.user);
 	Fd cg(::open(cgroup_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -141,6 +141,16 @@ Child spawn(const std::string& cgroup_path, const RunOptions& o)
 	for (const auto& a : o.command)
 		argv.push_back(const_cast<char*>(a.c_str()));
 	argv.push_back(nullptr);
+	// The command learns where it is: inside its cgroup namespace its own
+	// cgroup reads as "/".
+	std::vector<std::string> env_store = {"AIRLOCK_SANDBOX=" + name, "AIRLOCK_CGROUP=" + cgroup_path};
+	std::vector<char*> envp;
+	for (auto& e : env_store)
+		envp.push_back(e.data());
+	for (char** e = environ; *e; e++)
+		if (std::strncmp(*e, "AIRLOCK_SANDBOX=", 16) != 0 && std::strncmp(*e, "AIRLOCK_CGROUP=", 15) != 0)
+			envp.push_back(*e);
+	envp.push_back(nullptr);
 
 	int pidfd = -1;
 	struct clone_args args;
@@ -176,7 +186,7 @@ Child spawn(const std::string& cgroup_path, const RunOptions& o)
 			}
 		}
 		syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
-		execvp(argv[0], argv.data());
+		execvpe(argv[0], argv.data(), envp.data());
 		int e = errno;
 		ssize_t ignored = ::write(errpipe[1], &e, sizeof(e));
 		(void)ignored;
@@ -342,7 +352,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 
 	Child child;
 	try {
-		child = spawn(rec.cgroup, o);
+		child = spawn(name, rec.cgroup, o);
 	} catch (...) {
 		ring_buffer__free(rb);
 		FileLock lock(paths.lock_file());
