@@ -22,6 +22,10 @@ struct al_decision {
 	__u8 quiet;   /* count it, report nothing */
 };
 
+/* Set by the agent before load: cgroup_skb programs may call
+ * bpf_get_current_pid_tgid and bpf_get_current_comm on this kernel. */
+const volatile __u8 al_skb_task_info = 0;
+
 static __always_inline struct al_counters *al_counters_of(__u32 slot)
 {
 	return bpf_map_lookup_elem(&al_counters, &slot);
@@ -53,15 +57,23 @@ static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgro
 			c->events_lost++;
 		return;
 	}
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-
 	e->ts_ns = bpf_ktime_get_ns();
 	e->cgroup_id = cgroup_id;
-	e->pid = (__u32)pid_tgid;
-	e->tgid = pid_tgid >> 32;
 	e->slot = slot;
 	e->policy_id = policy_id;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	e->pid = 0;
+	e->tgid = 0;
+	__builtin_memset(e->comm, 0, sizeof(e->comm));
+	/* cgroup_skb may not call task helpers before Linux 6.6 or so: the
+	 * agent sets the knob from a probe, and the verifier never walks the
+	 * call where it is 0. */
+	if ((hook != AL_HOOK_EGRESS && hook != AL_HOOK_INGRESS) || al_skb_task_info) {
+		__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+		e->pid = (__u32)pid_tgid;
+		e->tgid = pid_tgid >> 32;
+		bpf_get_current_comm(e->comm, sizeof(e->comm));
+	}
 	e->kind = AL_EVENT_DECISION;
 	e->hook = hook;
 	e->verdict = d->verdict;

@@ -16,6 +16,11 @@ struct Loader {
 		airlock_bpf* skel = airlock_bpf__open();
 		if (!skel)
 			fail_errno("open embedded BPF object");
+		// Task helpers in cgroup_skb came after 6.1: probe, or egress events
+		// would keep this kernel from loading anything.
+		skel->rodata->al_skb_task_info =
+			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB, BPF_FUNC_get_current_pid_tgid, nullptr) == 1 &&
+			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB, BPF_FUNC_get_current_comm, nullptr) == 1;
 		int err = airlock_bpf__load(skel);
 		if (err) {
 			airlock_bpf__destroy(skel);

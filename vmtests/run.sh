@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Boots Debian 12's own 6.1 kernel under qemu (TCG) with an initramfs that
+# holds build/airlock, and checks there that every program passes that
+# kernel's verifier, attaches, and decides: an allowed loopback connect
+# delivers its payload, a denied one fails and is in the audit log.
+# Needs: qemu-system-x86, busybox-static, and the kernel package, which this
+# script downloads from Debian's archive with apt-get (nothing is installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ -x build/airlock ]] || { echo "vmtests/run.sh: build/airlock is missing (scripts/build.sh)" >&2; exit 1; }
+work=$(mktemp -d /tmp/airlock-vm.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cache=${AIRLOCK_VM_CACHE:-/var/cache/airlock-vm}
+mkdir -p "$cache"
+
+kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+[[ -n $kpkg ]] || { echo "vmtests/run.sh: cannot resolve linux-image-amd64" >&2; exit 1; }
+if ! ls "$cache/$kpkg"_*.deb >/dev/null 2>&1; then
+  (cd "$cache" && apt-get download "$kpkg" >/dev/null 2>&1)
+fi
+dpkg-deb -x "$cache/$kpkg"_*.deb "$work/k"
+kernel=$(ls "$work"/k/boot/vmlinuz-*)
+
+root="$work/root"
+mkdir -p "$root"/{bin,sbin,etc,proc,sys,dev,tmp,lib64,usr/lib}
+cp /bin/busybox "$root/bin/busybox"
+for app in sh mount mkdir cat grep echo sleep ip nc poweroff ls uname; do ln -s busybox "$root/bin/$app"; done
+cp build/airlock "$root/bin/airlock"
+for lib in $(ldd build/airlock | awk '/=> \// {print $3} /^\t\/lib64/ {print $1}'); do
+  mkdir -p "$root$(dirname "$lib")"
+  cp -L "$lib" "$root$lib"
+done
+cat > "$root/policy.json" <<'JSON'
+{"version": 1, "name": "vm", "on_violation": "deny",
+ "rules": [{"action": "allow", "cidr": "127.0.0.1/32", "ports": [8080], "protocol": "tcp"}]}
+JSON
+cat > "$root/init" <<'INIT'
+#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /sys/fs/cgroup /sys/fs/bpf
+mount -t cgroup2 none /sys/fs/cgroup
+mount -t bpf bpf /sys/fs/bpf
+ip link set lo up
+echo "VMTEST kernel $(uname -r)"
+nc -l -p 8080 > /tmp/got &
+sleep 1
+airlock run --policy /policy.json --name vm --audit-log /tmp/audit.jsonl -- \
+  sh -c 'echo AIRLOCK-VM-OK | nc -w 2 127.0.0.1 8080; echo AIRLOCK-VM-BAD | nc -w 2 127.0.0.1 8081; echo "denied-rc=$?"'
+echo "VMTEST run-exit $?"
+sleep 1
+ok=0
+grep -q AIRLOCK-VM-OK /tmp/got && grep -q '"hook":"connect4"' /tmp/audit.jsonl && grep -q '"port":8081' /tmp/audit.jsonl && ok=1
+cat /tmp/audit.jsonl
+if [ $ok = 1 ]; then echo "VMTEST PASS"; else echo "VMTEST FAIL"; fi
+poweroff -f
+INIT
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$work/initrd.gz"
+
+log="$work/console.log"
+timeout 600 qemu-system-x86_64 -machine q35 -accel tcg -cpu max -m 1024 -smp 1 -nographic -no-reboot \
+  -kernel "$kernel" -initrd "$work/initrd.gz" -append "console=ttyS0 panic=-1 quiet" > "$log" 2>&1 || true
+grep -E "VMTEST|airlock|denied-rc" "$log" || true
+grep -q "VMTEST PASS" "$log" && echo "1 passed, 0 failed" && exit 0
+echo "--- console ---"; tail -40 "$log"
+echo "0 passed, 1 failed"
+exit 1
