@@ -26,6 +26,9 @@ Address normalise(const Address& a)
 
 std::optional<Address> parse_address(std::string_view text)
 {
+	// inet_pton reads a C string: text after a NUL would be ignored.
+	if (text.find('\0') != std::string_view::npos)
+		return std::nullopt;
 	std::string s(text);
 	Address a;
 	if (inet_pton(AF_INET, s.c_str(), a.bytes.data()) == 1) {

@@ -50,11 +50,11 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 
 	std::vector<const Rule*> cidr_rules;
 	for (const auto& r : p.rules) {
-		if (!r.cidr)
-			continue;  // domain rules open addresses when DNS answers are learned
-		cidr_rules.push_back(&r);
+		// A ping socket may exist if any destination, by address or by name, may be pinged.
 		if (r.action == Action::Allow && (r.proto_mask & AL_PROTO_ICMP))
 			c.sandbox_flags |= AL_SB_ALLOW_ICMP;
+		if (r.cidr)
+			cidr_rules.push_back(&r);  // domain rules open addresses when DNS answers are learned
 	}
 
 	std::vector<Cidr> prefixes;

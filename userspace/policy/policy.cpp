@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -37,11 +38,29 @@ namespace {
 const std::set<std::string> kDnsTypes = {"A",  "AAAA", "CNAME", "MX",    "TXT", "SRV",  "PTR",
 					 "NS", "SOA",  "HTTPS", "SVCB", "CAA", "NULL", "ANY"};
 
+// A character as it appears in a message: itself if printable ASCII, else \xNN.
+std::string printable(char c)
+{
+	unsigned char u = static_cast<unsigned char>(c);
+	if (u >= 0x20 && u < 0x7f)
+		return std::string(1, c);
+	return fmt::format("\\x{:02x}", u);
+}
+
+// A string as it appears in a message, with unprintable bytes escaped.
+std::string printable(const std::string& s)
+{
+	std::string out;
+	for (char c : s)
+		out += printable(c);
+	return out;
+}
+
 // A value as it appears in a message: strings quoted, the rest as JSON.
 std::string shown(const json& v)
 {
 	if (v.is_string())
-		return "'" + v.get<std::string>() + "'";
+		return "'" + printable(v.get<std::string>()) + "'";
 	std::string s = v.dump();
 	return s.size() > 60 ? s.substr(0, 57) + "..." : s;
 }
@@ -145,11 +164,13 @@ public:
 			s = s.substr(2);
 		}
 		auto bad = [&](const std::string& why) {
-			error(path, fmt::format("'{}' is not a domain name: {}", original, why));
+			error(path, fmt::format("'{}' is not a domain name: {}", printable(original), why));
 			return false;
 		};
 		if (s.empty())
-			return bad("it is empty");
+			return bad(r.wildcard ? "no name follows '*.'" : "it is empty");
+		if (s == "*")
+			return bad("no name follows '*'; write '*.example.com'");
 		if (s.find('*') != std::string::npos)
 			return bad("'*' may only stand alone as the first label ('*.example.com')");
 		if (parse_address(s))
@@ -163,10 +184,12 @@ public:
 			if (label.empty())
 				return bad("empty label");
 			if (label.size() > 63)
-				return bad(fmt::format("label '{}' is longer than 63 characters", label.substr(0, 20) + "..."));
+				return bad(fmt::format("label '{}' is longer than 63 characters", printable(label.substr(0, 20)) + "..."));
 			for (char c : label)
 				if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
-					return bad(fmt::format("'{}' is not allowed in a label", c));
+					return bad(fmt::format("'{}' is not allowed in a label (letters, digits, '-', '_'; "
+							       "write names in their ASCII form)",
+							       printable(c)));
 			if (label.front() == '-' || label.back() == '-')
 				return bad(fmt::format("label '{}' starts or ends with '-'", label));
 			if (dot == std::string::npos)
@@ -180,12 +203,15 @@ public:
 	std::optional<PortRange> port(const json& v, const std::string& path)
 	{
 		if (v.is_number_integer() || v.is_number_unsigned()) {
-			auto n = v.get<long long>();
-			if (n < 1 || n > 65535) {
-				error(path, fmt::format("{} is not a port (1-65535)", n));
+			// Unsigned first: values past INT64_MAX must not wrap into range.
+			bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= 65535
+							       : v.get<int64_t>() >= 1 && v.get<int64_t>() <= 65535;
+			if (!in_range) {
+				error(path, fmt::format("{} is not a port (1-65535)", v.dump()));
 				return std::nullopt;
 			}
-			return PortRange{static_cast<uint16_t>(n), static_cast<uint16_t>(n)};
+			auto n = static_cast<uint16_t>(v.get<int64_t>());
+			return PortRange{n, n};
 		}
 		if (v.is_string()) {
 			std::string s = v.get<std::string>();
@@ -320,11 +346,12 @@ public:
 			std::string kp = join(path, key);
 			if (!expect(n, kp, n.is_number_integer() || n.is_number_unsigned(), "an integer"))
 				return;
-			long long x = n.get<long long>();
-			if (x < lo || x > hi)
-				error(kp, fmt::format("{} is out of range ({}-{})", x, lo, hi));
+			bool in_range = n.is_number_unsigned() ? n.get<uint64_t>() >= lo && n.get<uint64_t>() <= hi
+							       : n.get<int64_t>() >= lo && n.get<int64_t>() <= hi;
+			if (!in_range)
+				error(kp, fmt::format("{} is out of range ({}-{})", n.dump(), lo, hi));
 			else
-				out = static_cast<unsigned>(x);
+				out = static_cast<unsigned>(n.get<int64_t>());
 		};
 		bounded("max_name_length", 1, 253, d.max_name_length);
 		bounded("max_label_length", 1, 63, d.max_label_length);
@@ -369,7 +396,7 @@ public:
 			error("version", "missing");
 		else if (const json& v = doc["version"];
 			 expect(v, "version", v.is_number_integer() || v.is_number_unsigned(), "an integer")) {
-			if (v.get<long long>() != 1)
+			if (!(v.is_number_unsigned() ? v.get<uint64_t>() == 1 : v.get<int64_t>() == 1))
 				error("version", fmt::format("{} is not a supported version (1)", v.dump()));
 		}
 		if (!doc.contains("name")) {
@@ -443,6 +470,12 @@ ParseResult parse_policy_text(std::string_view text, const std::string& file_lab
 
 ParseResult parse_policy_file(const std::string& path)
 {
+	std::error_code ec;
+	if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+		ParseResult res;
+		res.errors.push_back({path, "(root)", "is not a regular file"});
+		return res;
+	}
 	std::ifstream in(path, std::ios::binary);
 	if (!in) {
 		ParseResult res;
