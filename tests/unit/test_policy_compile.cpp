@@ -286,12 +286,9 @@ TEST(Compile, AllowIcmpFlag)
 		  static_cast<uint32_t>(AL_SB_ALLOW_ICMP | AL_SB_AUDIT));
 }
 
-// BUG (reported, not fixed): compile_policy skips domain rules before it looks
-// at their protocol, so a policy whose only ICMP allow is a domain rule never
-// gets AL_SB_ALLOW_ICMP and sock_create refuses ping sockets, although
-// docs/verdicts.md says they are denied only "unless some rule allows ICMP".
-// Run with --gtest_also_run_disabled_tests.
-TEST(CompileKnownBugs, DomainRuleAllowingIcmpSetsAllowIcmp)
+// A policy whose only ICMP allow is a domain rule still lets ping sockets
+// exist: they are denied only "unless some rule allows ICMP".
+TEST(Compile, DomainRuleAllowingIcmpSetsAllowIcmp)
 {
 	Policy p = parse(doc(R"({"action": "allow", "domain": "example.com", "protocol": "icmp"})"));
 	EXPECT_EQ(compile_ok(p, 1).sandbox_flags & AL_SB_ALLOW_ICMP, static_cast<uint32_t>(AL_SB_ALLOW_ICMP));
