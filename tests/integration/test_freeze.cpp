@@ -1,0 +1,291 @@
+// on_violation freeze and kill. One violation must (1) be denied, (2) set the
+// kernel latch so that every later egress of the sandbox is denied at once,
+// before user space acts, (3) freeze every process of the sandbox
+// (cgroup.events "frozen 1"), reported in status and in the audit log with
+// its latency; `airlock thaw` lifts both, `airlock kill` ends the sandbox
+// (runner exit 121). With on_violation kill the runner exits 120.
+//
+// The client (freeze_client.py) is two processes that bump heartbeat files
+// every 5 ms: a frozen process stops bumping.
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "fixture.h"
+
+namespace it {
+namespace {
+
+class Freeze : public AirlockTest {
+protected:
+	std::string dir() { return env().tmp; }
+
+	Proc& start_client(const std::string& name, const std::string& policy, const std::string& prefix,
+			   bool uring = false)
+	{
+		RunSpec s;
+		s.policy = policy;
+		s.name = name;
+		std::vector<std::string> args = {"--dir", dir(), "--allowed", dest4(kAllowed4, 9000), "--violation",
+						 dest4(kDenied4, 9001), "--allowed-tcp", dest4(kAllowed4, 9002),
+						 "--prefix", prefix, "--post", "20", "--seconds", "25"};
+		if (uring) {
+			args.push_back("--uring");
+			args.push_back(uring_connect_bin());
+		}
+		s.cmd = env().py("freeze_client.py", args);
+		return env().start_run(s);
+	}
+
+	// Both processes of the client are up, in the sandbox cgroup, and running.
+	void wait_pids(const std::string& name, Proc& runner)
+	{
+		ASSERT_TRUE(wait_until([&] { return exists(dir() + "/pids.json") || !runner.running(); }, 10s))
+			<< "the client never started";
+		ASSERT_TRUE(exists(dir() + "/pids.json")) << runner.describe();
+		json p = json::parse(read_file(dir() + "/pids.json"));
+		main_pid_ = p["main"].get<pid_t>();
+		child_pid_ = p["child"].get<pid_t>();
+		auto pids = cgroup_pids(env().sandbox_cgroup(name));
+		EXPECT_NE(std::find(pids.begin(), pids.end(), main_pid_), pids.end()) << "main not in the sandbox";
+		EXPECT_NE(std::find(pids.begin(), pids.end(), child_pid_), pids.end()) << "child not in the sandbox";
+		ASSERT_TRUE(heartbeats_advance()) << "the client's heartbeats do not advance before any violation";
+	}
+
+	bool heartbeats_advance(Ms within = 2s)
+	{
+		long m0 = read_counter(dir() + "/hb.main"), c0 = read_counter(dir() + "/hb.child");
+		return wait_until(
+			[&] {
+				return read_counter(dir() + "/hb.main") > m0 && read_counter(dir() + "/hb.child") > c0;
+			},
+			within);
+	}
+
+	// Frozen: no heartbeat moves over a window many times their period, and
+	// each process sits in the freezer's signal trap, not runnable.
+	void expect_both_frozen()
+	{
+		long m0 = read_counter(dir() + "/hb.main"), c0 = read_counter(dir() + "/hb.child");
+		std::this_thread::sleep_for(300ms);  // absence of progress needs a window
+		EXPECT_EQ(read_counter(dir() + "/hb.main"), m0) << "main process kept running while 'frozen'";
+		EXPECT_EQ(read_counter(dir() + "/hb.child"), c0) << "child process kept running while 'frozen'";
+		for (pid_t p : {main_pid_, child_pid_}) {
+			std::string status = read_file(fmt::format("/proc/{}/status", p));
+			ASSERT_FALSE(status.empty()) << "pid " << p << " is gone";
+			auto pos = status.find("State:");
+			ASSERT_NE(pos, std::string::npos);
+			std::string st = status.substr(pos, status.find('\n', pos) - pos);
+			EXPECT_EQ(st.find("R (running)"), std::string::npos) << "pid " << p << ": " << st;
+			std::string w = pid_wchan(p);
+			EXPECT_TRUE(w == "do_freezer_trap" || w == "get_signal" || w == "__refrigerator")
+				<< "pid " << p << " is not in the freezer trap: wchan '" << w << "', " << st;
+		}
+	}
+
+	static bool is_frozen(const std::string& cg, bool want)
+	{
+		auto ev = cgroup_events(cg);
+		return ev && (*ev)["frozen"] == (want ? "1" : "0");
+	}
+
+	pid_t main_pid_ = -1, child_pid_ = -1;
+};
+
+TEST_F(Freeze, ViolationFreezesEverythingThawResumesKillEnds)
+{
+	std::string name = "f" + env().id;
+	std::string policy = env().write_policy("freeze.json", base_policy("it-freeze", "freeze"));
+	std::string prefix = env().marker("frz");
+	Proc& runner = start_client(name, policy, prefix);
+	std::string cg = env().sandbox_cgroup(name);
+	wait_pids(name, runner);
+	if (HasFatalFailure())
+		return;
+	auto st0 = env().status_of(name);
+	ASSERT_TRUE(st0) << "status does not list the sandbox";
+	EXPECT_EQ(st0->value("state", ""), "running") << st0->dump();
+	EXPECT_EQ(st0->value("latched", true), false) << st0->dump();
+	EXPECT_EQ(st0->value("cgroup", ""), cg) << st0->dump();
+
+	// The violation, then at once allowed datagrams.
+	write_file(dir() + "/go", "");
+	ASSERT_TRUE(wait_until([&] { return is_frozen(cg, true); }, 5s))
+		<< "cgroup.events never said frozen 1\n" << read_file(cg + "/cgroup.events") << runner.describe();
+	expect_both_frozen();
+
+	// Nothing after the violation reached the sink (the fence comes from
+	// outside the sandbox, which the latch does not touch).
+	ASSERT_TRUE(env().fence());
+	EXPECT_TRUE(ArrivedIntact(env(), prefix + "-PRE-")) << "the allowed datagram before the violation";
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-VIOL-"));
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-")) << "egress after the violation was not latched shut";
+	if (exists(dir() + "/phase1.json")) {
+		// The client got to record its sends before the freeze: the latch
+		// refused each one in the kernel, synchronously.
+		json p1 = json::parse(read_file(dir() + "/phase1.json"));
+		EXPECT_EQ(Errno(p1["violation"]), "EPERM") << p1.dump();
+		for (const auto& r : p1["post"])
+			EXPECT_FALSE(Ok(r)) << "a send after the violation succeeded: " << r.dump();
+	}
+
+	auto st1 = env().status_of(name);
+	ASSERT_TRUE(st1);
+	EXPECT_EQ(st1->value("state", ""), "frozen") << st1->dump();
+	EXPECT_EQ(st1->value("latched", false), true) << st1->dump();
+	EXPECT_GE((*st1)["counters"].value("violations", 0), 1) << st1->dump();
+	EXPECT_GE((*st1)["counters"]["decisions"]["sendmsg4"].value("deny", 0), 1) << st1->dump();
+
+	ASSERT_TRUE(wait_until([&] { return !events(env().audit(), "frozen").empty(); }, 5s))
+		<< dump_lines(env().audit());
+	json fz = events(env().audit(), "frozen").front();
+	EXPECT_EQ(fz.value("sandbox", ""), name);
+	ASSERT_TRUE(fz.contains("latency_us") && fz["latency_us"].is_number()) << fz.dump();
+	EXPECT_GE(fz["latency_us"].get<double>(), 0);
+	EXPECT_LT(fz["latency_us"].get<double>(), 5e6) << "freeze took more than 5 s";
+	Match v = Violation("sendmsg4", "no-rule", kDenied4, 9001);
+	v.latched = true;
+	EXPECT_TRUE(Logged(env().audit(), v, name)) << "the violation that set the latch";
+
+	// Still frozen a while later: nothing thaws it but an operator.
+	EXPECT_TRUE(is_frozen(cg, true));
+
+	// Thaw: unfrozen, latch cleared, traffic flows again.
+	Result th = env().airlock({"thaw", name});
+	ASSERT_EQ(th.status, 0) << th.describe();
+	EXPECT_TRUE(wait_until([&] { return is_frozen(cg, false); }, 5s)) << read_file(cg + "/cgroup.events");
+	EXPECT_TRUE(heartbeats_advance()) << "processes did not resume after thaw";
+	auto st2 = env().status_of(name);
+	ASSERT_TRUE(st2);
+	EXPECT_EQ(st2->value("state", ""), "running") << st2->dump();
+	EXPECT_EQ(st2->value("latched", true), false) << st2->dump();
+	EXPECT_FALSE(events(env().audit(), "thawed").empty()) << dump_lines(env().audit());
+	write_file(dir() + "/thawed", "");
+	EXPECT_TRUE(ArrivedIntact(env(), prefix + "-AFTER-")) << "allowed UDP after thaw";
+	EXPECT_TRUE(ArrivedIntact(env(), prefix + "-AFTERTCP-")) << "allowed TCP after thaw";
+	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/phase2.json"); }, 5s));
+	json p2 = json::parse(read_file(dir() + "/phase2.json"));
+	EXPECT_TRUE(Ok(p2["after"])) << p2.dump();
+	EXPECT_TRUE(Ok(p2["after_tcp"])) << p2.dump();
+
+	// Kill: the runner reports 121 and everything is gone.
+	Result k = env().airlock({"kill", name});
+	ASSERT_EQ(k.status, 0) << k.describe();
+	auto rs = runner.wait(10s);
+	ASSERT_TRUE(rs) << "runner still running after airlock kill\n" << runner.describe();
+	EXPECT_EQ(*rs, 121) << runner.describe();
+	EXPECT_FALSE(exists(cg)) << "cgroup left after kill";
+	EXPECT_TRUE(wait_until([&] { return !pid_alive(main_pid_) && !pid_alive(child_pid_); }, 3s));
+	EXPECT_FALSE(events(env().audit(), "killed").empty()) << dump_lines(env().audit());
+	bool exit121 = false;
+	for (const auto& j : events(env().audit(), "sandbox-exit"))
+		exit121 |= j.value("status", -1) == 121;
+	EXPECT_TRUE(exit121) << dump_lines(env().audit());
+	EXPECT_FALSE(env().status_of(name)) << "status still lists the killed sandbox";
+}
+
+TEST_F(Freeze, LatchDeniesEveryLaterSendOfTheSameSyscall)
+{
+	// The violation and 20 allowed datagrams go in one io_uring submission:
+	// all of them reach the kernel before the agent can have frozen anything,
+	// so only the in-kernel latch can stop the 20.
+	std::string name = "u" + env().id;
+	std::string policy = env().write_policy("freeze.json", base_policy("it-freeze", "freeze"));
+	std::string prefix = env().marker("latch");
+	Proc& runner = start_client(name, policy, prefix, true);
+	std::string cg = env().sandbox_cgroup(name);
+	wait_pids(name, runner);
+	if (HasFatalFailure())
+		return;
+	write_file(dir() + "/go", "");
+	ASSERT_TRUE(wait_until([&] { return is_frozen(cg, true); }, 5s)) << runner.describe();
+	ASSERT_TRUE(env().fence());
+	EXPECT_TRUE(ArrivedIntact(env(), prefix + "-PRE-"));
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-VIOL-"));
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-")) << "the latch let a send of the same batch through";
+	Result th = env().airlock({"thaw", name});
+	ASSERT_EQ(th.status, 0) << th.describe();
+	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/phase1.json"); }, 5s)) << runner.describe();
+	json p1 = json::parse(read_file(dir() + "/phase1.json"));
+	EXPECT_EQ(Errno(p1["violation"]), "EPERM") << p1.dump();
+	ASSERT_EQ(p1["post"].size(), 20u) << p1.dump();
+	for (const auto& r : p1["post"])
+		EXPECT_EQ(Errno(r), "EPERM") << "a send after the violation was not refused by the latch: " << r.dump();
+	// After the thaw the sandbox works again.
+	write_file(dir() + "/thawed", "");
+	EXPECT_TRUE(ArrivedIntact(env(), prefix + "-AFTER-"));
+	Result k = env().airlock({"kill", name});
+	EXPECT_EQ(k.status, 0) << k.describe();
+	auto rs = runner.wait(10s);
+	ASSERT_TRUE(rs);
+	EXPECT_EQ(*rs, 121);
+	// The latch's denials are counted, not logged one by one.
+	auto quarantined = decisions(env().audit(), Violation("sendmsg4", "quarantined", std::nullopt));
+	EXPECT_LE(quarantined.size(), 20u);
+}
+
+TEST_F(Freeze, KillOnViolationEndsTheSandboxWith120)
+{
+	std::string name = "k" + env().id;
+	std::string policy = env().write_policy("kill.json", base_policy("it-kill", "kill"));
+	std::string prefix = env().marker("kill");
+	Proc& runner = start_client(name, policy, prefix);
+	std::string cg = env().sandbox_cgroup(name);
+	wait_pids(name, runner);
+	if (HasFatalFailure())
+		return;
+	write_file(dir() + "/go", "");
+	auto rs = runner.wait(10s);
+	ASSERT_TRUE(rs) << "runner did not exit after the violation\n" << runner.describe();
+	EXPECT_EQ(*rs, 120) << runner.describe();
+	EXPECT_FALSE(exists(cg)) << "cgroup left after kill on violation";
+	EXPECT_TRUE(wait_until([&] { return !pid_alive(main_pid_) && !pid_alive(child_pid_); }, 3s))
+		<< "sandbox processes survived";
+	EXPECT_TRUE(ArrivedIntact(env(), prefix + "-PRE-"));
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-VIOL-"));
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-"));
+	Match v = Violation("sendmsg4", "no-rule", kDenied4, 9001);
+	v.latched = true;
+	EXPECT_TRUE(Logged(env().audit(), v, name));
+	auto killed = events(env().audit(), "killed");
+	ASSERT_FALSE(killed.empty()) << dump_lines(env().audit());
+	EXPECT_TRUE(killed.front().contains("latency_us")) << killed.front().dump();
+	bool exit120 = false;
+	for (const auto& j : events(env().audit(), "sandbox-exit"))
+		exit120 |= j.value("status", -1) == 120;
+	EXPECT_TRUE(exit120) << dump_lines(env().audit());
+	EXPECT_FALSE(env().status_of(name));
+}
+
+TEST_F(Freeze, LatchIsPerSandbox)
+{
+	// Two sandboxes share the programs and maps (same pins); one violates
+	// and is frozen, the other keeps its egress.
+	std::string frozen = "fa" + env().id, other = "fb" + env().id;
+	std::string policy = env().write_policy("freeze.json", base_policy("it-freeze", "freeze"));
+	std::string prefix = env().marker("frz2");
+	Proc& runner = start_client(frozen, policy, prefix);
+	wait_pids(frozen, runner);
+	if (HasFatalFailure())
+		return;
+	write_file(dir() + "/go", "");
+	ASSERT_TRUE(wait_until([&] { return is_frozen(env().sandbox_cgroup(frozen), true); }, 5s));
+	std::string a = env().marker("sibling-a");
+	RunSpec s;
+	s.policy = policy;
+	s.name = other;
+	s.cmd = env().py("udp_send.py", {dest4(kAllowed4, 9003), a});
+	RunResult rr = env().run(s, 20s);
+	EXPECT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_TRUE(Ok(ResultFor(rr, a))) << rr.describe();
+	EXPECT_TRUE(ArrivedIntact(env(), a));
+	EXPECT_TRUE(is_frozen(env().sandbox_cgroup(frozen), true)) << "the violator thawed by itself";
+	Result k = env().airlock({"kill", frozen});
+	EXPECT_EQ(k.status, 0) << k.describe();
+	auto rs = runner.wait(10s);
+	ASSERT_TRUE(rs);
+	EXPECT_EQ(*rs, 121);
+}
+
+}  // namespace
+}  // namespace it
