@@ -24,10 +24,11 @@ int al_sock_create(struct bpf_sock *sk)
 	struct al_dest dst = { .protocol = (__u8)sk->protocol };
 	struct al_decision d = { .verdict = AL_VERDICT_ALLOW, .rule = AL_RULE_NONE };
 	__u64 cgid;
-	struct al_sandbox *sb = al_sandbox_of_task(&cgid);
+	struct al_sandbox *sb;
 
 	if (sk->family != AL_AF_INET && sk->family != AL_AF_INET6)
 		return AL_PASS;
+	sb = al_sandbox_of_task(&cgid);
 	if (!sb)
 		return al_no_sandbox(AL_HOOK_SOCK_CREATE, cgid, &dst);
 	if (al_latched(sb->slot))
