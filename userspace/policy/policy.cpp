@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -76,6 +77,73 @@ std::string type_name(const json& v)
 	return "null";
 }
 
+// nlohmann keeps the last of two equal keys without a word. In a policy that
+// would let a second "action" or "mode" quietly override the first, so the
+// parse callback follows where it is and notes every repeated key.
+class DuplicateKeys {
+public:
+	struct Duplicate {
+		std::string path, key;  // path of the object holding the key
+	};
+
+	bool operator()(int /*depth*/, json::parse_event_t event, json& parsed)
+	{
+		switch (event) {
+		case json::parse_event_t::object_start:
+			stack_.push_back({true});
+			break;
+		case json::parse_event_t::array_start:
+			stack_.push_back({false});
+			break;
+		case json::parse_event_t::key: {
+			Frame& top = stack_.back();
+			top.key = parsed.get<std::string>();
+			if (!top.keys.insert(top.key).second)
+				found.push_back({path_of_top(), top.key});
+			break;
+		}
+		case json::parse_event_t::value:
+			element_done();
+			break;
+		case json::parse_event_t::object_end:
+		case json::parse_event_t::array_end:
+			stack_.pop_back();
+			element_done();
+			break;
+		}
+		return true;
+	}
+
+	std::vector<Duplicate> found;
+
+private:
+	struct Frame {
+		bool object;
+		std::set<std::string> keys{};
+		std::string key{};  // object: the key whose value is being read
+		size_t index = 0;   // array: elements read so far
+	};
+
+	void element_done()
+	{
+		if (!stack_.empty() && !stack_.back().object)
+			stack_.back().index++;
+	}
+
+	std::string path_of_top() const
+	{
+		std::string p;
+		for (size_t i = 0; i + 1 < stack_.size(); i++) {
+			const Frame& f = stack_[i];
+			std::string part = f.object ? f.key : std::to_string(f.index);
+			p = p.empty() ? part : p + "/" + part;
+		}
+		return p;
+	}
+
+	std::vector<Frame> stack_;
+};
+
 class Parser {
 public:
 	explicit Parser(std::string file) : file_(std::move(file)) {}
@@ -97,7 +165,7 @@ public:
 		for (auto it = obj.begin(); it != obj.end(); ++it) {
 			if (std::find_if(known.begin(), known.end(), [&](const char* k) { return it.key() == k; }) ==
 			    known.end())
-				error(path, fmt::format("unknown key '{}'", it.key()));
+				error(path, fmt::format("unknown key '{}'", printable(it.key())));
 		}
 	}
 
@@ -117,7 +185,7 @@ public:
 		bool v6 = addr_text.find(':') != std::string::npos;
 		auto parsed = parse_address(addr_text);
 		if (!parsed) {
-			error(path, fmt::format("'{}' is not a CIDR", s));
+			error(path, fmt::format("'{}' is not a CIDR", printable(s)));
 			return std::nullopt;
 		}
 		int max = v6 ? 128 : 32;
@@ -126,7 +194,7 @@ public:
 			std::string lt = s.substr(slash + 1);
 			if (lt.empty() || lt.size() > 3 || !std::all_of(lt.begin(), lt.end(), ::isdigit) ||
 			    std::stoi(lt) > max) {
-				error(path, fmt::format("'{}' is not a CIDR", s));
+				error(path, fmt::format("'{}' is not a CIDR", printable(s)));
 				return std::nullopt;
 			}
 			len = std::stoi(lt);
@@ -136,7 +204,7 @@ public:
 			if (len < 96) {
 				error(path, fmt::format("'{}' spans IPv4-mapped and other IPv6 addresses; write the IPv4 "
 							"and IPv6 parts as separate rules",
-							s));
+							printable(s)));
 				return std::nullopt;
 			}
 			len -= 96;
@@ -144,7 +212,7 @@ public:
 		raw = *parsed;
 		Cidr c{mask(raw, len), static_cast<uint8_t>(len)};
 		if (!(c.addr == raw)) {
-			error(path, fmt::format("'{}' has host bits set; did you mean '{}'?", s, format_cidr(c)));
+			error(path, fmt::format("'{}' has host bits set; did you mean '{}'?", printable(s), format_cidr(c)));
 			return std::nullopt;
 		}
 		return c;
@@ -173,7 +241,8 @@ public:
 			return bad("no name follows '*'; write '*.example.com'");
 		if (s.find('*') != std::string::npos)
 			return bad("'*' may only stand alone as the first label ('*.example.com')");
-		if (parse_address(s))
+		// A prefix too: whoever wrote "10.0.0.0/8" wants 'cidr', not a label error.
+		if (parse_address(s.substr(0, s.find('/'))))
 			return bad("it is an address (use 'cidr' for addresses)");
 		if (s.size() > 253)
 			return bad(fmt::format("{} characters, the limit is 253", s.size()));
@@ -224,7 +293,7 @@ public:
 			long lo = dash == std::string::npos ? -1 : num(s.substr(0, dash));
 			long hi = dash == std::string::npos ? -1 : num(s.substr(dash + 1));
 			if (lo < 1 || hi < 1 || lo > 65535 || hi > 65535 || lo > hi) {
-				error(path, fmt::format("'{}' is not a port range (\"LO-HI\", 1 <= LO <= HI <= 65535)", s));
+				error(path, fmt::format("'{}' is not a port range (\"LO-HI\", 1 <= LO <= HI <= 65535)", printable(s)));
 				return std::nullopt;
 			}
 			return PortRange{static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)};
@@ -250,9 +319,9 @@ public:
 			else if (s == "deny")
 				r.action = Action::Deny;
 			else if (s == "hold" || s == "redirect")
-				error(join(path, "action"), fmt::format("'{}' is reserved and not supported yet", s));
+				error(join(path, "action"), fmt::format("'{}' is reserved and not supported yet", printable(s)));
 			else
-				error(join(path, "action"), fmt::format("'{}' is not one of allow, deny", s));
+				error(join(path, "action"), fmt::format("'{}' is not one of allow, deny", printable(s)));
 		}
 		bool has_cidr = v.contains("cidr"), has_domain = v.contains("domain");
 		if (has_cidr == has_domain)
@@ -274,7 +343,7 @@ public:
 				else if (s == "icmp")
 					r.proto_mask = AL_PROTO_ICMP;
 				else
-					error(join(path, "protocol"), fmt::format("'{}' is not one of tcp, udp, icmp", s));
+					error(join(path, "protocol"), fmt::format("'{}' is not one of tcp, udp, icmp", printable(s)));
 			}
 		}
 		if (v.contains("ports")) {
@@ -366,8 +435,9 @@ public:
 	{
 		ParseResult res;
 		json doc;
+		DuplicateKeys dups;
 		try {
-			doc = json::parse(text);
+			doc = json::parse(text, std::ref(dups));
 		} catch (const json::parse_error& e) {
 			// Line and column from the byte offset nlohmann reports.
 			size_t off = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
@@ -384,6 +454,8 @@ public:
 				{fmt::format("{}:{}:{}", file_, line, col), "(root)", "invalid JSON: " + reason});
 			return res;
 		}
+		for (const auto& d : dups.found)
+			error(d.path, fmt::format("duplicate key '{}'", printable(d.key)));
 		if (!doc.is_object()) {
 			error("", fmt::format("expected an object, got {}", type_name(doc)));
 			res.errors = errors_;
@@ -408,7 +480,7 @@ public:
 					  return std::isalnum(c) || c == '.' || c == '_' || c == '-';
 				  });
 			if (!ok)
-				error("name", fmt::format("'{}' is not a policy name (1-64 of A-Z a-z 0-9 . _ -)", p.name));
+				error("name", fmt::format("'{}' is not a policy name (1-64 of A-Z a-z 0-9 . _ -)", printable(p.name)));
 		}
 		if (doc.contains("description")) {
 			const json& d = doc["description"];
@@ -424,7 +496,7 @@ public:
 				else if (s == "audit")
 					p.mode = Mode::Audit;
 				else
-					error("mode", fmt::format("'{}' is not one of enforce, audit", s));
+					error("mode", fmt::format("'{}' is not one of enforce, audit", printable(s)));
 			}
 		}
 		if (doc.contains("on_violation")) {
@@ -438,7 +510,7 @@ public:
 				else if (s == "kill")
 					p.on_violation = OnViolation::Kill;
 				else
-					error("on_violation", fmt::format("'{}' is not one of deny, freeze, kill", s));
+					error("on_violation", fmt::format("'{}' is not one of deny, freeze, kill", printable(s)));
 			}
 		}
 		if (!doc.contains("rules")) {
