@@ -85,9 +85,12 @@ int decode_wait_status(int wstatus);
 // Runs argv to completion (SIGKILL after timeout), capturing stdout and stderr.
 Result run(const std::vector<std::string>& argv, Ms timeout = 10s, const std::string& input = "");
 
-// A background process started by the test; its stdout and stderr go to
-// files (never pipes: a process that outlives its reader must not get SIGPIPE).
-// The destructor SIGKILLs it, by its PID only, if it is still running.
+// A background process started by the test, in a process group of its own;
+// its stdout and stderr go to files (never pipes: a process that outlives its
+// reader must not get SIGPIPE). wait() notes the exit status but leaves the
+// zombie, so the pid (and the group id) stay reserved until the destructor
+// SIGKILLs that process and its group, and reaps it. Children get
+// PR_SET_PDEATHSIG: if the test process dies, they die too.
 class Proc {
 public:
 	Proc(std::vector<std::string> argv, std::string out_path, std::string err_path);

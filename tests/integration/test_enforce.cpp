@@ -147,6 +147,10 @@ TEST_F(Enforce, UdpSendto)
 	Match m = Violation("sendmsg4", "no-rule", kDenied4, 9003);
 	m.protocol = "udp";
 	expect_denied(rr, d, m);
+	// Without --log-allowed, allowed decisions are not logged.
+	Match allow;
+	allow.verdict = "allow";
+	EXPECT_TRUE(decisions(env().audit(), allow).empty()) << dump_lines(env().audit());
 }
 
 TEST_F(Enforce, SendmmsgIsJudgedPerMessage)
@@ -305,8 +309,10 @@ TEST_F(Enforce, RawSocketsAreRefused)
 	m6.family = "ipv6";
 	EXPECT_TRUE(Logged(env().audit(), m4, rr_name_));
 	EXPECT_TRUE(Logged(env().audit(), m6, rr_name_));
-	EXPECT_EQ(decisions(env().audit(), Violation("sock_create", "raw-socket", std::nullopt)).size(), 4u)
-		<< dump_lines(env().audit());
+	auto raw = decisions(env().audit(), Violation("sock_create", "raw-socket", std::nullopt));
+	EXPECT_EQ(raw.size(), 4u) << dump_lines(env().audit());
+	for (const auto& j : raw)
+		EXPECT_TRUE(j.contains("dst") && j["dst"].is_null()) << "a new socket has no destination: " << j.dump();
 }
 
 TEST_F(Enforce, PingSocketWithoutIcmpRuleIsRefused)
@@ -439,6 +445,27 @@ TEST_F(Enforce, MoreSpecificDenyRuleWins)
 	expect_denied(rr, d, Violation("connect4", "rule-deny", kDenied4, 9039));
 	for (const auto& j : decisions(env().audit(), Violation("connect4", "rule-deny", kDenied4, 9039)))
 		EXPECT_EQ(j.value("rule", json()), json(1)) << j.dump();
+}
+
+TEST_F(Enforce, SetnsIntoAnotherNamespaceStaysEnforced)
+{
+	// The hooks key on the cgroup, not on the network namespace: a sandboxed
+	// process that joins the sink's namespace (it keeps CAP_SYS_ADMIN here
+	// on purpose) reaches 10.77.0.3 over that namespace's loopback only if
+	// airlock fails; the sink's sockets would receive it.
+	std::string sink_ns = "--net=" + env().topo->sink_ns_path();
+	std::string a = env().marker("setns-a"), dt = env().marker("setns-tcp"), du = env().marker("setns-udp");
+	rr_name_ = sandbox("setns");
+	auto rr = sandboxed(rr_name_,
+			    Sequence({{"nsenter", sink_ns, "--", python(), "-u", client_script("tcp_send.py"),
+				       dest4(kDenied4, 9000), dt, dest4(kAllowed4, 9001), a},
+				      {"nsenter", sink_ns, "--", python(), "-u", client_script("udp_send.py"),
+				       dest4(kDenied4, 9002), du}}),
+			    Opts().caps());
+	ASSERT_EQ(rr.out_json.size(), 2u) << "nsenter inside the sandbox failed\n" << rr.describe();
+	expect_allowed(rr, a, kAllowed4, 9001);
+	expect_denied(rr, dt, Violation("connect4", "no-rule", kDenied4, 9000));
+	expect_denied(rr, du, Violation("sendmsg4", "no-rule", kDenied4, 9002));
 }
 
 TEST_F(Enforce, LoopbackIsADestinationLikeAnyOther)

@@ -114,7 +114,15 @@ uint64_t process_start_time(int pid)
 
 bool runner_alive(const SandboxRecord& r)
 {
-	return r.runner_pid > 0 && process_start_time(r.runner_pid) == r.runner_start;
+	if (r.runner_pid <= 0 || process_start_time(r.runner_pid) != r.runner_start)
+		return false;
+	// A killed runner that nobody has reaped yet is a zombie: it will clean up nothing.
+	auto stat = read_file("/proc/" + std::to_string(r.runner_pid) + "/stat");
+	auto close = stat ? stat->rfind(')') : std::string::npos;
+	if (close == std::string::npos || close + 2 >= stat->size())
+		return false;
+	char state = (*stat)[close + 2];
+	return state != 'Z' && state != 'X';
 }
 
 std::string now_rfc3339()
