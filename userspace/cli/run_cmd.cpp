@@ -211,19 +211,25 @@ struct Runner {
 	const Paths& paths;
 	SandboxRecord rec;
 	AuditLog& audit;
-	al_sandbox entry{};
+	Policy policy;  // what the live bank was compiled from, to name rules
 	State state = State::Running;
 	bool killed_on_violation = false;
 
 	void on_event(const al_event& e)
 	{
-		// A reload switched banks: the record names the policy now enforced.
+		// A reload switched banks: the record names the policy now enforced,
+		// and the state directory keeps the text that bank came from.
 		if (e.policy_id && e.policy_id != policy_id_of(rec.slot, rec.bank)) {
-			if (auto r = load_record(paths, rec.name))
+			if (auto r = load_record(paths, rec.name)) {
 				rec = *r;
+				if (auto p = parse_policy_file(paths.policy_copy(rec.name, rec.bank)); p.policy)
+					policy = *p.policy;
+			}
 		}
 		json j = decision_json(e);
 		j["policy"] = rec.policy_name;
+		if (e.rule != AL_RULE_NONE && e.rule < policy.rules.size())
+			j["rule_text"] = describe(policy.rules[e.rule]);
 		audit.write(rec.name, j);
 		if (e.verdict == AL_VERDICT_ALLOW)
 			spdlog::info("{}: {}", rec.name, decision_line(e));
@@ -341,7 +347,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 		     rec.cgroup_id, policy.name, to_string(policy.mode), to_string(policy.on_violation),
 		     k->adopted() ? "adopted from pins" : "loaded and pinned");
 
-	Runner runner{*k, paths, rec, audit};
+	Runner runner{*k, paths, rec, audit, policy};
 	Fd ringfd = k->ring(rec.slot);
 	ring_buffer* rb = ringfd.valid() ? ring_buffer__new(ringfd.get(), ring_cb, &runner, nullptr) : nullptr;
 	if (!rb) {
