@@ -4,6 +4,8 @@
 // connected UDP socket whose peer the new policy denies is stopped at egress.
 #include <fmt/format.h>
 
+#include <signal.h>
+
 #include "fixture.h"
 
 namespace it {
@@ -209,6 +211,43 @@ TEST_F(Reload, ConnectedUdpIsStoppedAtEgressWhenItsPeerBecomesDenied)
 	Match m = Violation("egress", "no-rule", kAllowed4, 9005);
 	m.protocol = "udp";
 	EXPECT_TRUE(Logged(env().audit(), m, name));
+}
+
+// SIGHUP to `airlock run` re-reads the sandbox's policy file and swaps it in
+// the same way `airlock reload` does.
+TEST_F(Reload, SighupReloadsThePolicyFile)
+{
+	std::string name = "h" + env().id;
+	std::string file = env().write_policy("hup.json", policy_a());
+	std::string before = env().marker("hup-before"), after = env().marker("hup-after");
+	RunSpec s;
+	s.policy = file;
+	s.name = name;
+	s.cmd = Sequence({env().py("tcp_send.py", {dest4(kAllowed4, 9011), before}),
+			  env().py("wait_file.py", {env().path("go")}),
+			  env().py("tcp_send.py", {dest4(kAllowed4, 9011), after})});
+	Proc& runner = env().start_run(s);
+	ASSERT_TRUE(wait_until([&] { return !decisions(env().audit(), Violation("connect4", "no-rule", kAllowed4, 9011)).empty() || !runner.running(); }, 10s))
+		<< runner.describe();
+	env().write_policy("hup.json", policy_b());
+	runner.signal(SIGHUP);
+	ASSERT_TRUE(wait_until(
+		[&] {
+			for (const auto& j : events(env().audit(), "reload"))
+				if (j.value("result", "") == "ok" && j.value("by", "") == "SIGHUP")
+					return true;
+			return false;
+		},
+		10s))
+		<< dump_lines(env().audit());
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_EQ(st->value("policy", ""), "it-reload-b") << st->dump();
+	write_file(env().path("go"), "");
+	EXPECT_TRUE(ArrivedIntact(env(), after)) << "the reloaded file's port did not open";
+	EXPECT_TRUE(NothingArrived(env(), before));
+	ASSERT_TRUE(runner.wait(15s).has_value()) << runner.describe();
+	EXPECT_EQ(*runner.status(), 0) << runner.describe();
 }
 
 }  // namespace

@@ -231,10 +231,62 @@ struct Runner {
 		if (e.rule != AL_RULE_NONE && e.rule < policy.rules.size())
 			j["rule_text"] = describe(policy.rules[e.rule]);
 		audit.write(rec.name, j);
+		if (!terminal_budget())
+			return;
 		if (e.verdict == AL_VERDICT_ALLOW)
 			spdlog::info("{}: {}", rec.name, decision_line(e));
 		else
 			spdlog::warn("{}: {}", rec.name, decision_line(e));
+	}
+
+	// The audit log takes every event; the terminal at most 20 a second, so
+	// a flood cannot make the agent spend its time on a console.
+	uint64_t window_start = 0;
+	unsigned in_window = 0, suppressed = 0;
+	bool terminal_budget()
+	{
+		uint64_t now = monotonic_ns();
+		if (now - window_start >= 1000000000ull) {
+			if (suppressed)
+				spdlog::warn("{}: {} more decisions in the last second are only in the audit log", rec.name,
+					     suppressed);
+			window_start = now;
+			in_window = suppressed = 0;
+		}
+		if (in_window < 20) {
+			in_window++;
+			return true;
+		}
+		suppressed++;
+		return false;
+	}
+
+	// SIGHUP sent with kill(2): enforce the policy file again, as `airlock reload` would.
+	void reload_from_file()
+	{
+		auto r = load_record(paths, rec.name);
+		if (!r)
+			return;
+		std::string file = r->policy_file;
+		try {
+			Policy p = load_policy(file);
+			FileLock lock(paths.lock_file());
+			SandboxRecord cur = *load_record(paths, rec.name);
+			reload_sandbox(k, paths, cur, p, file);
+			rec = cur;
+			policy = p;
+			audit.write(rec.name, json{{"event", "reload"}, {"result", "ok"}, {"policy", p.name},
+						   {"policy_file", file}, {"by", "SIGHUP"}});
+			spdlog::info("{}: reloaded {} on SIGHUP", rec.name, file);
+		} catch (const PolicyRejected& e) {
+			audit.write(rec.name, json{{"event", "reload"}, {"result", "error"}, {"policy_file", file},
+						   {"errors", e.lines()}, {"by", "SIGHUP"}});
+			for (const auto& l : e.lines())
+				spdlog::error("{}", l);
+			spdlog::error("{}: reload rejected; policy '{}' stays enforced", rec.name, rec.policy_name);
+		} catch (const std::exception& e) {
+			spdlog::error("{}: reload failed: {}; the old policy stays enforced", rec.name, e.what());
+		}
 	}
 
 	// The kernel latch is the source of truth: events only make us look sooner.
@@ -402,7 +454,9 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 				while (::read(sigfd.get(), &ssi, sizeof(ssi)) == sizeof(ssi)) {
 					// Passed on only when sent with kill(2): a terminal's ^C
 					// already reached the child through its process group.
-					if (ssi.ssi_signo != SIGCHLD && ssi.ssi_code == SI_USER)
+					if (ssi.ssi_signo == SIGHUP && ssi.ssi_code == SI_USER)
+						runner.reload_from_file();
+					else if (ssi.ssi_signo != SIGCHLD && ssi.ssi_code == SI_USER)
 						::kill(child.pid, ssi.ssi_signo);
 				}
 			}
