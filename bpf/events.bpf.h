@@ -39,7 +39,10 @@ static __always_inline void al_count(struct al_counters *c, __u8 hook,
 	if (hook < AL_HOOK_MAX && d->verdict < AL_VERDICT_MAX)
 		c->decisions[hook][d->verdict]++;
 	if (d->verdict != AL_VERDICT_ALLOW) {
-		c->violations++;
+		/* What the latch stops afterwards is the violation's consequence,
+		 * not another violation. */
+		if (d->reason != AL_REASON_QUARANTINED)
+			c->violations++;
 		if (d->reason < AL_REASON_MAX)
 			c->reasons[d->reason]++;
 	}

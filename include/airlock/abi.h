@@ -148,7 +148,7 @@ struct al_counters {
 	__u64 egress_bytes;
 	__u64 denied_packets;           /* dropped at cgroup_skb/egress */
 	__u64 denied_bytes;
-	__u64 violations;               /* decisions that were denied or audited */
+	__u64 violations;               /* denied or audited, not counting quarantined */
 	__u64 events_lost;              /* ring buffer full or missing */
 };
 
