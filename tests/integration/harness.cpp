@@ -1154,6 +1154,10 @@ std::vector<std::string> Env::run_argv(const RunSpec& s) const
 		a.push_back("--log-allowed");
 	if (s.keep_caps)
 		a.push_back("--keep-caps");
+	if (!s.user.empty()) {
+		a.push_back("--user");
+		a.push_back(s.user);
+	}
 	a.push_back("--");
 	a.insert(a.end(), s.cmd.begin(), s.cmd.end());
 	return a;

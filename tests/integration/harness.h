@@ -208,6 +208,7 @@ struct RunSpec {
 	std::vector<std::string> cmd;
 	bool log_allowed = false;
 	bool keep_caps = false;
+	std::string user;          // --user, when not empty
 	bool in_client_ns = true;  // nsenter --net=/run/netns/alc<id>
 	std::string audit_log;     // default: Env::audit_path()
 };

@@ -368,9 +368,14 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 			fmt::print(stderr, "{}\n", l);
 		return kExitAirlockError;
 	}
-	if (o.user.empty() && ::geteuid() == 0 && !cgroup_mount_has_nsdelegate())
-		spdlog::warn("the command runs as root and the cgroup2 mount lacks nsdelegate: it could move itself "
-			     "out of the sandbox; use --user, or remount cgroup2 with nsdelegate");
+	// Capabilities do not guard these: bpffs pins and cgroup.procs are files,
+	// and uid 0 owns them.
+	if (o.user.empty() && ::geteuid() == 0)
+		spdlog::warn("the command runs as uid 0: it can open airlock's pinned maps under {}{}; run it with --user",
+			     paths.bpf_dir,
+			     cgroup_mount_has_nsdelegate() ? ""
+							   : " and, as the cgroup2 mount lacks nsdelegate, move itself out "
+							     "of the sandbox");
 	if (o.keep_caps && ::geteuid() == 0)
 		spdlog::warn("--keep-caps: the command keeps CAP_NET_RAW; AF_PACKET and AF_XDP sockets bypass every "
 			     "cgroup hook");
