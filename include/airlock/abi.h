@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 1
+#define AL_ABI_VERSION 2
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -93,6 +93,7 @@ enum al_sandbox_flag {
 struct al_config {
 	__u32 abi_version;
 	__u32 level_mask; /* bit L set: some sandbox cgroup sits at level L */
+	__u64 object_id;  /* hash of the BPF object that was loaded: which build */
 };
 
 /* Map "al_sandboxes", hash: cgroup id (__u64) -> al_sandbox. Replaced whole on
@@ -184,7 +185,7 @@ struct al_event {
 #define AL_STATIC_ASSERT _Static_assert
 #endif
 
-AL_STATIC_ASSERT(sizeof(struct al_config) == 8, "al_config layout");
+AL_STATIC_ASSERT(sizeof(struct al_config) == 16, "al_config layout");
 AL_STATIC_ASSERT(sizeof(struct al_sandbox) == 16, "al_sandbox layout");
 AL_STATIC_ASSERT(sizeof(struct al_lpm_key) == 28, "al_lpm_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_range) == 8, "al_range layout");

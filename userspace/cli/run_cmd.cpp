@@ -396,7 +396,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 	SandboxRecord rec;
 	{
 		FileLock lock(paths.lock_file());
-		k.emplace(kernel::Kernel::load_or_adopt(paths.bpf_dir));
+		k.emplace(kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty()));
 		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, ::getpid()};
 		rec = create_sandbox(*k, paths, co);
 	}

@@ -11,12 +11,15 @@
 
 #include <filesystem>
 
+#include <spdlog/spdlog.h>
+
 #include "util/error.h"
 #include "util/files.h"
 
 namespace airlock::kernel {
 
 Kernel load_embedded(const std::string& bpf_dir);  // loader.cpp
+uint64_t embedded_object_id();                     // loader.cpp
 
 const std::array<ProgSpec, ProgCount> kProgs = {{
 	{"al_sock_create", BPF_CGROUP_INET_SOCK_CREATE},
@@ -116,13 +119,54 @@ Kernel Kernel::adopt(const std::string& bpf_dir)
 	return open_pins(bpf_dir);
 }
 
-Kernel Kernel::load_or_adopt(const std::string& bpf_dir)
+namespace {
+
+// What the pinned config says, without the checks of open_pins.
+std::optional<al_config> pinned_config(const std::string& bpf_dir)
+{
+	int fd = bpf_obj_get((maps_dir(bpf_dir) + "/al_config").c_str());
+	if (fd < 0)
+		return std::nullopt;
+	Fd owned(fd);
+	bpf_map_info info{};
+	uint32_t len = sizeof(info);
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0 || info.value_size > sizeof(al_config))
+		return std::nullopt;
+	al_config cfg{};
+	uint32_t zero = 0;
+	if (bpf_map_lookup_elem(fd, &zero, &cfg) != 0)
+		return std::nullopt;
+	return cfg;
+}
+
+}  // namespace
+
+Kernel Kernel::load_or_adopt(const std::string& bpf_dir, bool idle)
 {
 	ensure_bpffs(bpf_dir);
-	if (std::filesystem::exists(progs_dir(bpf_dir) + "/" + kProgs[Egress].name))
-		return open_pins(bpf_dir);
+	if (std::filesystem::exists(progs_dir(bpf_dir) + "/" + kProgs[Egress].name)) {
+		auto cfg = pinned_config(bpf_dir);
+		bool same_abi = cfg && cfg->abi_version == AL_ABI_VERSION;
+		bool same_build = same_abi && cfg->object_id == embedded_object_id();
+		if (same_build)
+			return open_pins(bpf_dir);
+		if (!idle) {
+			if (same_abi)
+				spdlog::warn("the programs pinned under {} come from another airlock build; they are adopted "
+					     "as sandboxes still use them, and replaced once none does",
+					     bpf_dir);
+			return open_pins(bpf_dir);  // refuses another ABI
+		}
+		// Nothing uses them: replace them with this build's.
+		std::error_code ec;
+		std::filesystem::remove_all(progs_dir(bpf_dir), ec);
+		std::filesystem::remove_all(maps_dir(bpf_dir), ec);
+		std::filesystem::remove_all(bpf_dir + "/links", ec);
+		if (ec)
+			fail("remove stale pins under {}: {}", bpf_dir, ec.message());
+	}
 	Kernel k = load_embedded(bpf_dir);
-	al_config cfg{AL_ABI_VERSION, 0};
+	al_config cfg{AL_ABI_VERSION, 0, embedded_object_id()};
 	uint32_t zero = 0;
 	if (bpf_map_update_elem(k.maps_.config.get(), &zero, &cfg, BPF_ANY) != 0)
 		fail_errno("write al_config");

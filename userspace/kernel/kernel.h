@@ -32,9 +32,11 @@ struct Maps {
 
 class Kernel {
 public:
-	// Adopts what is pinned under bpf_dir (ABI version checked) or loads the
-	// embedded object and pins it. Callers hold the state lock.
-	static Kernel load_or_adopt(const std::string& bpf_dir);
+	// Adopts what is pinned under bpf_dir or loads the embedded object and
+	// pins it. Pins of another build (or ABI) are replaced when no sandbox
+	// uses them (idle), adopted with a warning otherwise, or refused if the
+	// ABI differs. Callers hold the state lock.
+	static Kernel load_or_adopt(const std::string& bpf_dir, bool idle);
 	// Opens what is pinned; fails if nothing is.
 	static Kernel adopt(const std::string& bpf_dir);
 

@@ -58,4 +58,14 @@ Kernel load_embedded(const std::string& bpf_dir)
 	return Loader::load(bpf_dir);
 }
 
+uint64_t embedded_object_id()
+{
+	size_t size = 0;
+	auto* bytes = static_cast<const unsigned char*>(airlock_bpf__elf_bytes(&size));
+	uint64_t h = 1469598103934665603ull;  // FNV-1a
+	for (size_t i = 0; i < size; i++)
+		h = (h ^ bytes[i]) * 1099511628211ull;
+	return h;
+}
+
 }  // namespace airlock::kernel
