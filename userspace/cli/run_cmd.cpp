@@ -271,9 +271,11 @@ struct Runner {
 		try {
 			Policy p = load_policy(file);
 			FileLock lock(paths.lock_file());
-			SandboxRecord cur = *load_record(paths, rec.name);
-			reload_sandbox(k, paths, cur, p, file);
-			rec = cur;
+			auto cur = load_record(paths, rec.name);
+			if (!cur)
+				return;
+			reload_sandbox(k, paths, *cur, p, file);
+			rec = *cur;
 			policy = p;
 			audit.write(rec.name, json{{"event", "reload"}, {"result", "ok"}, {"policy", p.name},
 						   {"policy_file", file}, {"by", "SIGHUP"}});
