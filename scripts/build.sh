@@ -3,7 +3,7 @@
 # (default: everything, tests included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAIRLOCK_TESTS=ON >/dev/null
 if (($#)); then
   for t in "$@"; do cmake --build build -j"$(nproc)" --target "$t"; done
 else

@@ -333,7 +333,10 @@ struct Runner {
 		auto ev = cgroup::events(rec.cgroup);
 		if (ev && ev->populated && !ev->frozen) {
 			state = State::Running;
-			spdlog::info("{}: thawed", rec.name);
+			// cgroup.kill unfreezes on its way to killing: that is no thaw.
+			std::error_code ec;
+			if (!std::filesystem::exists(paths.kill_marker(rec.name), ec))
+				spdlog::info("{}: thawed", rec.name);
 		}
 	}
 };
