@@ -31,8 +31,10 @@ int al_sock_create(struct bpf_sock *sk)
 	sb = al_sandbox_of_task(&cgid);
 	if (!sb)
 		return al_no_sandbox(AL_HOOK_SOCK_CREATE, cgid, &dst);
+	struct al_counters *c = al_counters_of(sb->slot);
+
 	if (al_latched(sb->slot))
-		return al_quarantined(AL_HOOK_SOCK_CREATE, sb);
+		return al_quarantined(AL_HOOK_SOCK_CREATE, c);
 	if (sk->type == AL_SOCK_RAW) {
 		d.verdict = AL_VERDICT_DENY;
 		d.reason = AL_REASON_RAW_SOCKET;
@@ -45,7 +47,7 @@ int al_sock_create(struct bpf_sock *sk)
 	if (d.verdict == AL_VERDICT_ALLOW)
 		return AL_PASS; /* creating a socket is not yet egress: not counted */
 	dst.family = sk->family == AL_AF_INET ? AL_FAMILY_IPV4 : AL_FAMILY_IPV6;
-	return al_finish(AL_HOOK_SOCK_CREATE, sb, cgid, &dst, &d);
+	return al_finish(AL_HOOK_SOCK_CREATE, sb, c, cgid, &dst, &d);
 }
 
 static __always_inline int al_addr4(struct bpf_sock_addr *ctx, __u8 hook)
@@ -132,7 +134,7 @@ int al_egress(struct __sk_buff *skb)
 	struct al_counters *c = al_counters_of(sb->slot);
 
 	if (al_latched(sb->slot)) {
-		verdict = al_quarantined(AL_HOOK_EGRESS, sb);
+		verdict = al_quarantined(AL_HOOK_EGRESS, c);
 	} else {
 		if (bad) {
 			d.verdict = AL_VERDICT_DENY;
@@ -144,7 +146,7 @@ int al_egress(struct __sk_buff *skb)
 			d.quiet = (sb->flags & AL_SB_AUDIT) &&
 				  (dst.protocol == IPPROTO_TCP || dst.protocol == IPPROTO_UDP);
 		}
-		verdict = al_finish(AL_HOOK_EGRESS, sb, cgid, &dst, &d);
+		verdict = al_finish(AL_HOOK_EGRESS, sb, c, cgid, &dst, &d);
 	}
 	if (c) {
 		if (verdict == AL_PASS) {

@@ -129,12 +129,12 @@ static __always_inline int al_latched(__u32 slot)
 }
 
 /* Everything after the rule lookup, shared by every hook: audit mode, the
- * latch, counters, the event. Returns AL_PASS or AL_DROP. */
-static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, __u64 cgid,
+ * latch, counters, the event. C is the sandbox's counters, looked up once by
+ * the hook. Returns AL_PASS or AL_DROP. */
+static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, struct al_counters *c, __u64 cgid,
 				     const struct al_dest *dst, struct al_decision *d)
 {
 	__u32 slot = sb->slot;
-	struct al_counters *c = al_counters_of(slot);
 
 	if (d->verdict == AL_VERDICT_DENY && (sb->flags & AL_SB_AUDIT))
 		d->verdict = AL_VERDICT_AUDIT;
@@ -160,9 +160,8 @@ static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, __u64 cgi
 
 /* A quarantined sandbox: counted, not reported (it would flood the ring
  * buffer exactly when the violation that set the latch must get through). */
-static __always_inline int al_quarantined(__u8 hook, struct al_sandbox *sb)
+static __always_inline int al_quarantined(__u8 hook, struct al_counters *c)
 {
-	struct al_counters *c = al_counters_of(sb->slot);
 	struct al_decision d = {
 		.verdict = AL_VERDICT_DENY,
 		.reason = AL_REASON_QUARANTINED,
@@ -197,10 +196,13 @@ static __always_inline int al_decide_task(__u8 hook, const struct al_dest *dst)
 
 	if (!sb)
 		return al_no_sandbox(hook, cgid, dst);
+
+	struct al_counters *c = al_counters_of(sb->slot);
+
 	if (al_latched(sb->slot))
-		return al_quarantined(hook, sb);
+		return al_quarantined(hook, c);
 	al_rules_decide(sb->policy_id, dst, &d);
-	return al_finish(hook, sb, cgid, dst, &d);
+	return al_finish(hook, sb, c, cgid, dst, &d);
 }
 
 static __always_inline void al_dest_ip4(struct al_dest *dst, __u32 ip4_be)

@@ -109,13 +109,12 @@ int level_of(const std::string& path)
 	return level;
 }
 
-std::optional<Events> events(const std::string& path)
+namespace {
+
+Events parse_events(const std::string& text)
 {
-	auto content = read_file(path + "/cgroup.events");
-	if (!content)
-		return std::nullopt;
 	Events ev;
-	std::istringstream in(*content);
+	std::istringstream in(text);
 	std::string key;
 	int value;
 	while (in >> key >> value) {
@@ -125,6 +124,16 @@ std::optional<Events> events(const std::string& path)
 			ev.frozen = value != 0;
 	}
 	return ev;
+}
+
+}  // namespace
+
+std::optional<Events> events(const std::string& path)
+{
+	auto content = read_file(path + "/cgroup.events");
+	if (!content)
+		return std::nullopt;
+	return parse_events(*content);
 }
 
 void freeze(const std::string& path) { write_control(path + "/cgroup.freeze", "1"); }
@@ -147,17 +156,7 @@ bool wait_events(const std::string& path, Pred done, std::chrono::milliseconds t
 		std::optional<Events> ev;
 		if (n >= 0) {
 			buf[n] = 0;
-			Events e;
-			std::istringstream in(buf);
-			std::string key;
-			int value;
-			while (in >> key >> value) {
-				if (key == "populated")
-					e.populated = value;
-				else if (key == "frozen")
-					e.frozen = value;
-			}
-			ev = e;
+			ev = parse_events(buf);
 		}
 		if (done(ev)) {
 			::close(fd);
