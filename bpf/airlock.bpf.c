@@ -10,6 +10,7 @@
 
 #include "verdict.bpf.h"
 #include "parse.bpf.h"
+#include "dns.bpf.h"
 
 #define AL_AF_INET 2
 #define AL_AF_INET6 10
@@ -47,7 +48,7 @@ int al_sock_create(struct bpf_sock *sk)
 	if (d.verdict == AL_VERDICT_ALLOW)
 		return AL_PASS; /* creating a socket is not yet egress: not counted */
 	dst.family = sk->family == AL_AF_INET ? AL_FAMILY_IPV4 : AL_FAMILY_IPV6;
-	return al_finish(AL_HOOK_SOCK_CREATE, sb, c, cgid, &dst, &d);
+	return al_finish(AL_HOOK_SOCK_CREATE, sb, c, cgid, &dst, &d, 0);
 }
 
 static __always_inline int al_addr4(struct bpf_sock_addr *ctx, __u8 hook)
@@ -117,7 +118,13 @@ int al_sendmsg6(struct bpf_sock_addr *ctx)
 	return al_addr6(ctx, AL_HOOK_SENDMSG6);
 }
 
-/* The backstop: whatever the syscall claimed, this is where the packet goes. */
+static __always_inline int al_is_dns(const struct al_dest *dst)
+{
+	return dst->port == AL_DNS_PORT && (dst->protocol == IPPROTO_UDP || dst->protocol == IPPROTO_TCP);
+}
+
+/* The backstop: whatever the syscall claimed, this is where the packet goes.
+ * A packet to a resolver is also a DNS query, judged by what it asks. */
 SEC("cgroup_skb/egress")
 int al_egress(struct __sk_buff *skb)
 {
@@ -125,7 +132,8 @@ int al_egress(struct __sk_buff *skb)
 	struct al_sandbox *sb = al_sandbox_of_skb(skb, &cgid);
 	struct al_dest dst;
 	struct al_decision d = { .rule = AL_RULE_NONE };
-	int bad = al_parse_egress(skb, &dst);
+	struct al_scratch *s = 0;
+	int bad = al_parse_packet(skb, &dst);
 	int verdict;
 
 	if (!sb)
@@ -140,13 +148,25 @@ int al_egress(struct __sk_buff *skb)
 			d.verdict = AL_VERDICT_DENY;
 			d.reason = bad;
 		} else {
-			al_rules_decide(sb->policy_id, &dst, &d);
+			al_decide_dest(sb, &dst, AL_HOOK_EGRESS, &d);
+			if (d.verdict == AL_VERDICT_ALLOW && al_is_dns(&dst)) {
+				s = al_scratch_get();
+				if (s) {
+					al_dns_query(skb, sb, &dst, &d, s);
+				} else {
+					d.verdict = AL_VERDICT_DENY;
+					d.reason = AL_REASON_DNS_TABLE;
+					d.dns = 1;
+				}
+			}
 			/* In audit mode every packet of a would-be-denied flow
 			 * passes: its connect or sendmsg was reported already. */
-			d.quiet = (sb->flags & AL_SB_AUDIT) &&
+			d.quiet = (sb->flags & AL_SB_AUDIT) && !d.dns &&
 				  (dst.protocol == IPPROTO_TCP || dst.protocol == IPPROTO_UDP);
 		}
-		verdict = al_finish(AL_HOOK_EGRESS, sb, c, cgid, &dst, &d);
+		verdict = al_finish(AL_HOOK_EGRESS, sb, c, cgid, &dst, &d, s);
+		if (s)
+			al_scratch_put(s);
 	}
 	if (c) {
 		if (verdict == AL_PASS) {
@@ -158,4 +178,31 @@ int al_egress(struct __sk_buff *skb)
 		}
 	}
 	return verdict;
+}
+
+/* DNS answers to the sandbox, learned before the socket sees them. Every
+ * other packet passes: ingress is not where egress control happens. */
+SEC("cgroup_skb/ingress")
+int al_ingress(struct __sk_buff *skb)
+{
+	struct al_dest pkt;
+	__u64 cgid;
+
+	if (al_parse_packet(skb, &pkt) || pkt.protocol != IPPROTO_UDP || pkt.sport != AL_DNS_PORT)
+		return AL_PASS;
+	struct al_sandbox *sb = al_sandbox_of_skb(skb, &cgid);
+	if (!sb)
+		return AL_PASS;
+	struct al_counters *c = al_counters_of(sb->slot);
+	if (al_latched(sb->slot)) {
+		if (c)
+			c->dns_answers_dropped++;
+		return AL_DROP;
+	}
+	struct al_scratch *s = al_scratch_get();
+	if (!s)
+		return al_answer_drop(sb, c, cgid, &pkt, 0);
+	int verdict = al_dns_answer(skb, sb, cgid, &pkt, s);
+	al_scratch_put(s);
+	return verdict == AL_PASS ? AL_PASS : AL_DROP;
 }

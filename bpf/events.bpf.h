@@ -12,6 +12,10 @@ struct al_dest {
 	__u8 protocol; /* IPPROTO_* */
 	__u16 port;    /* host order */
 	__u8 addr[16];
+	/* cgroup_skb only: */
+	__u16 sport;   /* host order */
+	__u8 saddr[16];
+	__u32 l4off;   /* where the TCP/UDP header starts */
 };
 
 struct al_decision {
@@ -20,6 +24,7 @@ struct al_decision {
 	__u16 rule;   /* AL_RULE_NONE or a policy rule index */
 	__u8 latched; /* this decision set the latch */
 	__u8 quiet;   /* count it, report nothing */
+	__u8 dns;     /* a DNS query: report it with its question (the egress scratch) */
 };
 
 /* Set by the agent before load: cgroup_skb programs may call
@@ -36,15 +41,22 @@ static __always_inline void al_count(struct al_counters *c, __u8 hook,
 {
 	if (!c)
 		return;
-	if (hook < AL_HOOK_MAX && d->verdict < AL_VERDICT_MAX)
-		c->decisions[hook][d->verdict]++;
+	__u32 h = hook, v = d->verdict;
+
+	/* Keep each bound check and its index in one register. */
+	asm volatile("" : "+r"(h), "+r"(v));
+	if (h < AL_HOOK_MAX && v < AL_VERDICT_MAX)
+		c->decisions[h][v]++;
 	if (d->verdict != AL_VERDICT_ALLOW) {
 		/* What the latch stops afterwards is the violation's consequence,
 		 * not another violation. */
 		if (d->reason != AL_REASON_QUARANTINED)
 			c->violations++;
-		if (d->reason < AL_REASON_MAX)
-			c->reasons[d->reason]++;
+		__u32 r = d->reason;
+
+		asm volatile("" : "+r"(r));
+		if (r < AL_REASON_MAX)
+			c->reasons[r]++;
 	}
 }
 
@@ -88,6 +100,53 @@ static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgro
 	e->latched = d->latched;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	__builtin_memcpy(e->addr, dst->addr, sizeof(e->addr));
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* A DNS decision or a learned address, with the question. name_bytes is
+ * the name's length + 1 (0: no name was parsed). */
+static __always_inline void al_emit_dns(struct al_counters *c, __u8 hook, __u64 cgroup_id, __u32 slot,
+					__u32 policy_id, const struct al_dest *dst, const struct al_decision *d,
+					const struct al_name_key *name, __u16 qtype, __u16 qid,
+					__u32 name_bytes, __u8 learned, __u32 ttl)
+{
+	void *ring = bpf_map_lookup_elem(&al_rings, &slot);
+	struct al_dns_event *e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : 0;
+
+	if (!e) {
+		if (c)
+			c->events_lost++;
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->base.ts_ns = bpf_ktime_get_ns();
+	e->base.cgroup_id = cgroup_id;
+	e->base.slot = slot;
+	e->base.policy_id = policy_id;
+	if (hook != AL_HOOK_INGRESS && al_skb_task_info) {
+		__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+		e->base.pid = (__u32)pid_tgid;
+		e->base.tgid = pid_tgid >> 32;
+		bpf_get_current_comm(e->base.comm, sizeof(e->base.comm));
+	}
+	e->base.kind = hook == AL_HOOK_INGRESS ? AL_EVENT_DNS_ANSWER : AL_EVENT_DNS_QUERY;
+	e->base.hook = hook;
+	e->base.verdict = d->verdict;
+	e->base.reason = d->reason;
+	e->base.family = dst->family;
+	e->base.protocol = dst->protocol;
+	e->base.port = dst->port;
+	e->base.rule = d->rule;
+	e->base.latched = d->latched;
+	__builtin_memcpy(e->base.addr, dst->addr, sizeof(e->base.addr));
+	e->qtype = qtype;
+	e->qid = qid;
+	e->name_len = name_bytes;
+	e->learned = learned;
+	e->ttl = ttl;
+	if (name_bytes)
+		__builtin_memcpy(e->name, name->name, AL_DNS_NAME_BYTES);
 	bpf_ringbuf_submit(e, 0);
 }
 

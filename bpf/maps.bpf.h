@@ -59,6 +59,109 @@ struct {
 	__array(values, struct al_ring);
 } al_rings SEC(".maps");
 
+/* Domain rules, keyed by reversed name (al_name_key). Never an LRU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, AL_MAX_NAMES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct al_name_key);
+	__type(value, struct al_rule_set);
+} al_names SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 2 * AL_MAX_SANDBOXES);
+	__type(key, __u32); /* policy id */
+	__type(value, struct al_dns_policy);
+} al_dns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AL_MAX_SANDBOXES);
+	__type(key, __u32);
+	__type(value, struct al_dns_state);
+} al_dns_state SEC(".maps");
+
+/* Per-sandbox tables, created by the agent with the slot: one sandbox's
+ * queries and answers can neither fill nor evict another's. Pending
+ * queries may be evicted (an answer then teaches nothing); learned
+ * addresses never are: a full table refuses new ones. */
+struct al_pending_table {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AL_PENDING_PER_SANDBOX);
+	/* Sizes, not types: inner-map templates carry no BTF of their own. */
+	__uint(key_size, sizeof(struct al_pending_key));
+	__uint(value_size, sizeof(struct al_pending));
+} al_pending_template SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, AL_MAX_SANDBOXES);
+	__type(key, __u32);
+	__array(values, struct al_pending_table);
+} al_pending SEC(".maps");
+
+struct al_learned_table {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AL_LEARNED_PER_SANDBOX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct al_learned_key));
+	__uint(value_size, sizeof(struct al_learned));
+} al_learned_template SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, AL_MAX_SANDBOXES);
+	__type(key, __u32);
+	__array(values, struct al_learned_table);
+} al_learned SEC(".maps");
+
+/* Working memory too large for the stack, one set per CPU. A program takes
+ * the first free entry of its map (busy 0 -> 1) and frees it on the way out:
+ * a program that interrupts another on the same CPU (softirq egress during
+ * a task's) finds the next one. None free means fail closed. */
+#define AL_SCRATCH_ENTRIES 4
+struct al_scratch {
+	__u32 busy;
+	__u32 len;         /* bytes of msg[] loaded */
+	__u16 qid;         /* the question, for the event */
+	__u16 qtype;
+	__u32 name_bytes;  /* name bytes + 1, 0 if the name was not parsed */
+	/* Loop state of the parsers' bpf_loop callbacks. It lives here, not
+	 * on the stack, so that the verifier sees unknown values and one
+	 * look at a callback covers every iteration. */
+	__u32 w_p, w_n, w_max_label, w_err, w_done;   /* walk of a name's labels */
+	__u32 r_off, r_n, r_start, r_lab, r_next;      /* reversed copy of a name */
+	__u32 rr_p, rr_count, rr_err;                   /* walk of answer records */
+	__u32 pad;
+	__u8 msg[AL_DNS_MSG_MAX];
+	struct al_pending pv;                 /* the question */
+	struct al_learned lv;                 /* what an answer teaches */
+	struct al_learned_key answers[AL_DNS_MAX_ANSWERS];
+	__u32 ttls[AL_DNS_MAX_ANSWERS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, AL_SCRATCH_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct al_scratch);
+} al_scratch SEC(".maps");
+
+/* A name key for judging a learned address (sock_addr hooks and egress). */
+struct al_keybuf {
+	__u32 busy;
+	__u32 pad;
+	struct al_name_key key;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, AL_SCRATCH_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct al_keybuf);
+} al_keybuf SEC(".maps");
+
 /* Updating an array-of-maps slot from user space waits for an RCU grace
  * period, i.e. for every program that might still hold an old policy id:
  * the agent does it between switching a sandbox's policy and deleting the

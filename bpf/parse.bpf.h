@@ -61,7 +61,9 @@ static __always_inline int al_load_port(struct __sk_buff *skb, __u32 l4off, stru
 	}
 	if (bpf_skb_load_bytes(skb, l4off, ports, sizeof(ports)))
 		return AL_REASON_MALFORMED;
+	dst->sport = bpf_ntohs(ports[0]);
 	dst->port = bpf_ntohs(ports[1]);
+	dst->l4off = l4off;
 	return 0;
 }
 
@@ -72,6 +74,7 @@ static __always_inline int al_parse_ipv4(struct __sk_buff *skb, struct al_dest *
 	if (bpf_skb_load_bytes(skb, 0, &iph, sizeof(iph)) || iph.version != 4 || iph.ihl < 5)
 		return AL_REASON_MALFORMED;
 	al_dest_ip4(dst, iph.daddr);
+	__builtin_memcpy(dst->saddr, &iph.saddr, 4);
 	dst->protocol = iph.protocol;
 	dst->port = 0;
 	/* Fragmentation happens after this hook for local traffic: a fragment
@@ -94,6 +97,7 @@ static __always_inline int al_parse_ipv6(struct __sk_buff *skb, struct al_dest *
 		return AL_REASON_MALFORMED;
 	dst->family = AL_FAMILY_IPV6;
 	__builtin_memcpy(dst->addr, &ip6h.daddr, 16);
+	__builtin_memcpy(dst->saddr, &ip6h.saddr, 16);
 	dst->port = 0;
 
 	__u8 next = ip6h.nexthdr;
@@ -125,9 +129,10 @@ static __always_inline int al_parse_ipv6(struct __sk_buff *skb, struct al_dest *
 	return AL_REASON_MALFORMED;
 }
 
-/* Fills dst with what the packet is really sent to. Returns 0 or the
+/* Fills dst with what the packet is really sent to (and, for DNS, where it
+ * comes from). Returns 0 or the
  * al_reason that makes it a violation before any rule is consulted. */
-static __always_inline int al_parse_egress(struct __sk_buff *skb, struct al_dest *dst)
+static __always_inline int al_parse_packet(struct __sk_buff *skb, struct al_dest *dst)
 {
 	__builtin_memset(dst, 0, sizeof(*dst));
 	if (skb->protocol == bpf_htons(ETH_P_IP))

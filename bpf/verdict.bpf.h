@@ -7,7 +7,7 @@
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <bpf/bpf_endian.h>
-#include "events.bpf.h"
+#include "names.bpf.h"
 
 #define AL_PASS 1
 #define AL_DROP 0
@@ -77,6 +77,30 @@ static __always_inline __u8 al_proto_bit(__u8 protocol)
 	return 0;
 }
 
+/* The first range of rs that matches the destination decides. Returns 0 if
+ * none does (out untouched). */
+static __always_inline int al_ranges_decide(const struct al_rule_set *rs, __u8 bit, __u16 port,
+					    __u8 allow_reason, struct al_decision *out)
+{
+	for (int i = 0; i < AL_MAX_RANGES; i++) {
+		if (i >= rs->count)
+			break;
+		const struct al_range *r = &rs->ranges[i];
+		if (!(r->proto_mask & bit) || port < r->port_lo || port > r->port_hi)
+			continue;
+		out->rule = r->rule;
+		if (r->action == AL_ACTION_ALLOW) {
+			out->verdict = AL_VERDICT_ALLOW;
+			out->reason = allow_reason;
+		} else {
+			out->verdict = AL_VERDICT_DENY;
+			out->reason = AL_REASON_RULE_DENY;
+		}
+		return 1;
+	}
+	return 0;
+}
+
 /* One longest-prefix lookup, then the first range that matches: the agent
  * compiled less specific rules into each entry in precedence order. */
 static __always_inline void al_rules_decide(__u32 policy_id, const struct al_dest *dst,
@@ -89,6 +113,7 @@ static __always_inline void al_rules_decide(__u32 policy_id, const struct al_des
 	out->rule = AL_RULE_NONE;
 	out->latched = 0;
 	out->quiet = 0;
+	out->dns = 0;
 
 	__u8 bit = al_proto_bit(dst->protocol);
 	if (!bit) {
@@ -101,23 +126,114 @@ static __always_inline void al_rules_decide(__u32 policy_id, const struct al_des
 	__builtin_memcpy(key.addr, dst->addr, sizeof(key.addr));
 
 	struct al_rule_set *rs = bpf_map_lookup_elem(&al_rules, &key);
-	if (!rs)
-		return;
-	for (int i = 0; i < AL_MAX_RANGES; i++) {
-		if (i >= rs->count)
+	if (rs)
+		al_ranges_decide(rs, bit, dst->port, AL_REASON_RULE_ALLOW, out);
+}
+
+static __always_inline int al_addr_eq(const __u8 *a, const __u8 *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
+}
+
+static __always_inline int al_is_resolver(const struct al_dns_policy *dp, __u8 family, const __u8 *addr)
+{
+	for (int i = 0; i < AL_DNS_MAX_RESOLVERS; i++) {
+		if (i >= dp->nresolvers)
 			break;
-		struct al_range *r = &rs->ranges[i];
-		if (!(r->proto_mask & bit) || dst->port < r->port_lo || dst->port > r->port_hi)
-			continue;
-		out->rule = r->rule;
-		if (r->action == AL_ACTION_ALLOW) {
-			out->verdict = AL_VERDICT_ALLOW;
-			out->reason = AL_REASON_RULE_ALLOW;
-		} else {
-			out->reason = AL_REASON_RULE_DENY;
-		}
+		if (dp->resolvers[i].family == family && al_addr_eq(dp->resolvers[i].addr, addr))
+			return 1;
+	}
+	return 0;
+}
+
+/* Port 53 belongs to the DNS policy, whatever the address rules say: only
+ * the listed resolvers, TCP only with dns.tcp. What the query asks is
+ * judged at egress. */
+static __always_inline void al_dns_dest(__u32 policy_id, const struct al_dest *dst, struct al_decision *out)
+{
+	struct al_dns_policy *dp = bpf_map_lookup_elem(&al_dns, &policy_id);
+
+	out->rule = AL_RULE_NONE;
+	out->verdict = AL_VERDICT_DENY;
+	if (!dp || !al_is_resolver(dp, dst->family, dst->addr))
+		out->reason = AL_REASON_DNS_RESOLVER;
+	else if (dst->protocol == IPPROTO_TCP && !(dp->flags & AL_DNS_TCP))
+		out->reason = AL_REASON_DNS_TCP;
+	else {
+		out->verdict = AL_VERDICT_ALLOW;
+		out->reason = AL_REASON_DNS_ALLOW;
+	}
+}
+
+static __always_inline struct al_keybuf *al_keybuf_get(void)
+{
+#pragma unroll
+	for (int i = 0; i < AL_SCRATCH_ENTRIES; i++) {
+		__u32 k = i;
+		struct al_keybuf *b = bpf_map_lookup_elem(&al_keybuf, &k);
+
+		if (b && __sync_val_compare_and_swap(&b->busy, 0, 1) == 0)
+			return b;
+	}
+	return 0;
+}
+
+/* An address learned from an answer is judged by the rules of the name it
+ * answered, as the policy says now (a reload re-judges it). New flows need
+ * an unexpired entry; packets at egress belong to flows already let
+ * through, so an entry the agent has not yet removed keeps them going. */
+static __always_inline void al_learned_decide(struct al_sandbox *sb, const struct al_dest *dst, __u8 hook,
+					      struct al_decision *out)
+{
+	__u32 slot = sb->slot;
+	void *table = bpf_map_lookup_elem(&al_learned, &slot);
+	struct al_learned_key lk = { .family = dst->family };
+
+	if (!table)
+		return;
+	__builtin_memcpy(lk.addr, dst->addr, sizeof(lk.addr));
+	struct al_learned *l = bpf_map_lookup_elem(table, &lk);
+	if (!l)
+		return;
+	if (hook != AL_HOOK_EGRESS && l->expires_ns <= bpf_ktime_get_ns())
+		return;
+	struct al_keybuf *b = al_keybuf_get();
+	if (!b)
+		return; /* no working memory: the learned address opens nothing */
+	__builtin_memcpy(&b->key, &l->name, sizeof(b->key));
+	b->key.policy_id = (__u16)sb->policy_id;
+	__u32 n = (b->key.prefixlen - AL_NAME_KEY_FIXED_BITS) / 8;
+	if (n > 0 && n <= AL_DNS_NAME_BYTES) {
+		struct al_rule_set *rs = al_name_match(&b->key, n - 1);
+
+		if (rs)
+			al_ranges_decide(rs, al_proto_bit(dst->protocol), dst->port, AL_REASON_LEARNED, out);
+	}
+	__sync_val_compare_and_swap(&b->busy, 1, 0);
+}
+
+/* The verdict on a destination: port 53 by the DNS policy; otherwise an
+ * explicit address deny wins, then what a learned name allows, then the
+ * address rules' allow, else default deny. */
+static __always_inline void al_decide_dest(struct al_sandbox *sb, const struct al_dest *dst, __u8 hook,
+					   struct al_decision *out)
+{
+	al_rules_decide(sb->policy_id, dst, out);
+	if (out->reason == AL_REASON_PROTOCOL)
+		return;
+	if (dst->port == AL_DNS_PORT && (dst->protocol == IPPROTO_UDP || dst->protocol == IPPROTO_TCP)) {
+		al_dns_dest(sb->policy_id, dst, out);
 		return;
 	}
+	if (out->reason == AL_REASON_RULE_DENY)
+		return;
+	struct al_decision learned = *out;
+
+	al_learned_decide(sb, dst, hook, &learned);
+	if (learned.reason == AL_REASON_LEARNED || learned.reason == AL_REASON_RULE_DENY)
+		*out = learned;
 }
 
 static __always_inline int al_latched(__u32 slot)
@@ -132,7 +248,7 @@ static __always_inline int al_latched(__u32 slot)
  * latch, counters, the event. C is the sandbox's counters, looked up once by
  * the hook. Returns AL_PASS or AL_DROP. */
 static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, struct al_counters *c, __u64 cgid,
-				     const struct al_dest *dst, struct al_decision *d)
+				     const struct al_dest *dst, struct al_decision *d, struct al_scratch *s)
 {
 	__u32 slot = sb->slot;
 
@@ -153,8 +269,13 @@ static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, struct al
 	if (d->quiet)
 		return d->verdict == AL_VERDICT_DENY ? AL_DROP : AL_PASS;
 	if (d->verdict != AL_VERDICT_ALLOW ||
-	    ((sb->flags & AL_SB_LOG_ALLOWED) && hook != AL_HOOK_EGRESS))
-		al_emit(c, hook, cgid, slot, sb->policy_id, dst, d);
+	    ((sb->flags & AL_SB_LOG_ALLOWED) && (hook != AL_HOOK_EGRESS || d->dns))) {
+		if (d->dns && s)
+			al_emit_dns(c, hook, cgid, slot, sb->policy_id, dst, d, &s->pv.name, s->qtype,
+				    s->qid, s->name_bytes, 0, 0);
+		else
+			al_emit(c, hook, cgid, slot, sb->policy_id, dst, d);
+	}
 	return d->verdict == AL_VERDICT_DENY ? AL_DROP : AL_PASS;
 }
 
@@ -201,8 +322,8 @@ static __always_inline int al_decide_task(__u8 hook, const struct al_dest *dst)
 
 	if (al_latched(sb->slot))
 		return al_quarantined(hook, c);
-	al_rules_decide(sb->policy_id, dst, &d);
-	return al_finish(hook, sb, c, cgid, dst, &d);
+	al_decide_dest(sb, dst, hook, &d);
+	return al_finish(hook, sb, c, cgid, dst, &d, 0);
 }
 
 static __always_inline void al_dest_ip4(struct al_dest *dst, __u32 ip4_be)

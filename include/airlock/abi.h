@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 2
+#define AL_ABI_VERSION 3
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -24,6 +24,23 @@
 #define AL_RING_BYTES (1u << 18)     /* events ring of one sandbox */
 #define AL_RULE_NONE 0xffffu       /* al_event.rule when no rule matched */
 #define AL_COMM_LEN 16
+
+/* DNS. */
+#define AL_DNS_PORT 53
+#define AL_DNS_MAX_RESOLVERS 8
+#define AL_DNS_MAX_TYPES 16
+#define AL_DNS_NAME_BYTES 254      /* name bytes of a lookup key */
+#define AL_DNS_NAME_MAX 252        /* longest name (presentation form) the kernel can match */
+#define AL_DNS_QUERY_MAX 512       /* a longer query is malformed */
+#define AL_DNS_MSG_MAX 4096        /* answers are parsed up to this size */
+#define AL_DNS_MAX_ANSWERS 16      /* addresses learned from one answer */
+#define AL_DNS_MAX_RRS 64          /* answer records walked in one answer */
+#define AL_DNS_OPT_MAX 128         /* EDNS option bytes a query may carry */
+#define AL_NAME_END 0xff           /* follows the last label of a lookup key */
+#define AL_MAX_NAMES 65536         /* name entries, all sandboxes and banks */
+#define AL_LEARNED_PER_SANDBOX 4096
+#define AL_PENDING_PER_SANDBOX 1024
+#define AL_NAME_KEY_FIXED_BITS 16  /* the policy id in front of a name */
 
 /* Address families as stored in keys and events (not AF_* values). */
 enum al_family {
@@ -74,7 +91,18 @@ enum al_reason {
 	AL_REASON_MALFORMED = 9,     /* headers the parser could not walk */
 	AL_REASON_NO_SANDBOX = 10,   /* program ran, no sandbox entry: fail closed */
 	AL_REASON_PROTOCOL = 11,     /* an L4 protocol no rule can name */
-	AL_REASON_MAX = 12,
+	AL_REASON_DNS_ALLOW = 12,    /* a query the DNS policy lets out; port 53 to a listed resolver */
+	AL_REASON_DNS_RESOLVER = 13, /* port 53 to an address that is not a listed resolver */
+	AL_REASON_DNS_TCP = 14,      /* TCP to a resolver while dns.tcp is off */
+	AL_REASON_DNS_MALFORMED = 15,/* a query the parser could not fully validate */
+	AL_REASON_DNS_NAME = 16,     /* no allow rule for the queried name */
+	AL_REASON_DNS_TYPE = 17,     /* query type (or class) not listed */
+	AL_REASON_DNS_LENGTH = 18,   /* name or label over the policy's limits */
+	AL_REASON_DNS_RATE = 19,     /* over the sandbox's query budget */
+	AL_REASON_DNS_TABLE = 20,    /* no room to remember the query: its answer could not be matched */
+	AL_REASON_LEARNED = 21,      /* allowed: an address learned from an answer to an allowed name */
+	AL_REASON_DNS_UNSOLICITED = 22, /* ingress: an answer no query of the sandbox asked for */
+	AL_REASON_MAX = 23,
 };
 
 enum al_violation_action {
@@ -128,10 +156,95 @@ struct al_range {
 	__u16 rule;        /* index of the policy rule, for events */
 };
 
+enum al_rule_set_flag {
+	AL_RS_QUERY = 1u << 0,    /* name entry: some range allows, so queries for it may leave */
+	AL_RS_WILDCARD = 1u << 1, /* name entry "*.name": matches names strictly below name */
+};
+
+/* The value of an al_rules (address) or al_names (name) entry. */
 struct al_rule_set {
 	__u32 count;
-	__u32 pad;
+	__u16 flags;       /* al_rule_set_flag, names only */
+	__u16 name_len;    /* names: bytes of the entry's name (without AL_NAME_END) */
 	struct al_range ranges[AL_MAX_RANGES];
+};
+
+/* Map "al_names", LPM trie: a sandbox's domain rules. A name is keyed by
+ * its labels in reverse order, each with its length byte in front, so that
+ * the names below x.y share x.y's bytes as a prefix: "www.example.com" is
+ * \3com\7example\3www. A lookup key ends in AL_NAME_END; an exact entry
+ * includes the first bit of it (label lengths are below 0x40, so no longer
+ * name shares that bit), a wildcard entry stops at the last label. */
+struct al_name_key {
+	__u32 prefixlen;   /* AL_NAME_KEY_FIXED_BITS + 8 * bytes (+ 1: exact) */
+	__u16 policy_id;
+	__u8 name[AL_DNS_NAME_BYTES];
+};
+
+enum al_dns_flag {
+	AL_DNS_TCP = 1u << 0,      /* DNS over TCP to the resolvers */
+};
+
+struct al_dns_resolver {
+	__u8 family;       /* al_family */
+	__u8 pad[3];
+	__u8 addr[16];
+};
+
+/* Map "al_dns", hash: policy id (__u32) -> the policy's "dns" block. */
+struct al_dns_policy {
+	__u32 flags;             /* al_dns_flag */
+	__u16 max_name_len;      /* presentation form, without the trailing dot */
+	__u8 max_label_len;
+	__u8 nresolvers;
+	__u8 ntypes;
+	__u8 pad[3];
+	__u32 min_ttl;           /* seconds */
+	__u32 max_ttl;
+	__u32 pad2;
+	__u64 query_interval_ns; /* 1 s / queries_per_second */
+	__u64 query_burst_ns;    /* (burst - 1) * interval: how far ahead of time the budget may run */
+	__u16 types[AL_DNS_MAX_TYPES];
+	struct al_dns_resolver resolvers[AL_DNS_MAX_RESOLVERS];
+};
+
+/* Map "al_dns_state", array by slot: the query budget (generic cell rate:
+ * the time at which the budget is back to full). */
+struct al_dns_state {
+	__u64 tat_ns;
+};
+
+/* Inner maps of "al_pending" (one LRU hash per slot): queries that left,
+ * waiting for their answer. An answer is learned only if it matches one. */
+struct al_pending_key {
+	__u8 family;
+	__u8 pad;
+	__u16 port;        /* the sandbox's source port, host order */
+	__u16 id;          /* DNS message id */
+	__u16 pad2;
+	__u8 resolver[16];
+};
+
+struct al_pending {
+	__u64 ts_ns;
+	__u16 qtype;
+	__u16 pad[3];
+	struct al_name_key name; /* the question, as a lookup key */
+	__u32 pad2;
+};
+
+/* Inner maps of "al_learned" (one hash per slot, never an LRU): addresses
+ * from answers, judged by the rules of the name they answered. */
+struct al_learned_key {
+	__u32 family;
+	__u8 addr[16];
+};
+
+struct al_learned {
+	__u64 expires_ns;  /* bpf_ktime_get_ns(): no new flows after it */
+	__u64 learned_ns;
+	struct al_name_key name; /* the question name; its policy id is rewritten at lookup */
+	__u32 pad;
 };
 
 /* Map "al_latch", array indexed by slot. Nonzero: quarantined since then. */
@@ -151,10 +264,17 @@ struct al_counters {
 	__u64 denied_bytes;
 	__u64 violations;               /* denied or audited, not counting quarantined */
 	__u64 events_lost;              /* ring buffer full or missing */
+	__u64 dns_queries_allowed;
+	__u64 dns_queries_denied;       /* and audited */
+	__u64 dns_answers_learned;      /* addresses written to the learned table */
+	__u64 dns_answers_dropped;      /* unsolicited, mismatched or unparseable answers */
+	__u64 dns_learn_full;           /* addresses not learned: the table was full */
 };
 
 enum al_event_kind {
 	AL_EVENT_DECISION = 1,
+	AL_EVENT_DNS_QUERY = 2,  /* al_dns_event: a decision on a DNS query */
+	AL_EVENT_DNS_ANSWER = 3, /* al_dns_event: an address from an answer (base.addr) */
 };
 
 /* Record in a sandbox's ring buffer (map "al_rings", slot -> ring). */
@@ -179,6 +299,20 @@ struct al_event {
 	__u8 addr[16];      /* destination, IPv4 in the first four bytes */
 };
 
+/* A DNS query decision or an answer's address: the decision record, then
+ * the question. */
+struct al_dns_event {
+	struct al_event base;
+	__u16 qtype;
+	__u16 qid;
+	__u16 name_len;     /* bytes of name[] (al_name_key form); 0: not parsed */
+	__u8 learned;       /* answer: the address went into the learned table */
+	__u8 pad;
+	__u32 ttl;          /* answer: seconds, after clamping */
+	__u32 pad2;
+	__u8 name[256];
+};
+
 #ifdef __cplusplus
 #define AL_STATIC_ASSERT static_assert
 #else
@@ -192,8 +326,18 @@ AL_STATIC_ASSERT(sizeof(struct al_range) == 8, "al_range layout");
 AL_STATIC_ASSERT(sizeof(struct al_rule_set) == 8 + 8 * AL_MAX_RANGES, "al_rule_set layout");
 AL_STATIC_ASSERT(sizeof(struct al_latch) == 16, "al_latch layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==
-			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 6),
+			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 11),
 		 "al_counters layout");
 AL_STATIC_ASSERT(sizeof(struct al_event) == 80, "al_event layout");
+AL_STATIC_ASSERT(sizeof(struct al_name_key) == 260, "al_name_key layout");
+AL_STATIC_ASSERT(sizeof(struct al_dns_resolver) == 20, "al_dns_resolver layout");
+AL_STATIC_ASSERT(sizeof(struct al_dns_policy) == 40 + 2 * AL_DNS_MAX_TYPES + 20 * AL_DNS_MAX_RESOLVERS,
+		 "al_dns_policy layout");
+AL_STATIC_ASSERT(sizeof(struct al_dns_state) == 8, "al_dns_state layout");
+AL_STATIC_ASSERT(sizeof(struct al_pending_key) == 24, "al_pending_key layout");
+AL_STATIC_ASSERT(sizeof(struct al_pending) == 280, "al_pending layout");
+AL_STATIC_ASSERT(sizeof(struct al_learned_key) == 20, "al_learned_key layout");
+AL_STATIC_ASSERT(sizeof(struct al_learned) == 280, "al_learned layout");
+AL_STATIC_ASSERT(sizeof(struct al_dns_event) == 80 + 16 + 256, "al_dns_event layout");
 
 #endif /* AIRLOCK_ABI_H */

@@ -2,6 +2,9 @@
 // work on the pins and the state directory, so they need no daemon.
 #include <fmt/format.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +25,13 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
+
+uint64_t monotonic_now_ns()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
 
 SandboxRecord record_or_fail(const Paths& paths, const std::string& name)
 {
@@ -63,6 +73,17 @@ json counters_json(const al_counters& c)
 		{"events_lost", c.events_lost}};
 }
 
+json dns_json_of(const al_counters& c, size_t learned, size_t learned_live)
+{
+	return {{"queries_allowed", c.dns_queries_allowed},
+		{"queries_denied", c.dns_queries_denied},
+		{"answers_learned", c.dns_answers_learned},
+		{"answers_dropped", c.dns_answers_dropped},
+		{"learn_full", c.dns_learn_full},
+		{"learned_addresses", learned_live},
+		{"learned_entries", learned}};
+}
+
 }  // namespace
 
 int cmd_status(const Paths& paths, bool as_json)
@@ -76,6 +97,11 @@ int cmd_status(const Paths& paths, bool as_json)
 		auto ev = cgroup::events(r.cgroup);
 		al_latch l = k->latch(r.slot);
 		bool frozen = ev && ev->frozen;
+		al_counters counters = k->counters(r.slot);
+		auto learned = k->learned(r.slot);
+		uint64_t now = monotonic_now_ns();
+		size_t live = std::count_if(learned.begin(), learned.end(),
+					    [&](const kernel::Kernel::Learned& l) { return l.value.expires_ns > now; });
 		std::string state = !ev ? "gone" : frozen ? "frozen" : l.violated_ns ? "quarantined" : "running";
 		json s = {{"name", r.name},
 			  {"state", state},
@@ -88,7 +114,8 @@ int cmd_status(const Paths& paths, bool as_json)
 			  {"latched", l.violated_ns != 0},
 			  {"populated", ev && ev->populated},
 			  {"created", r.created},
-			  {"counters", counters_json(k->counters(r.slot))}};
+			  {"counters", counters_json(counters)},
+			  {"dns", dns_json_of(counters, learned.size(), live)}};
 		out["sandboxes"].push_back(s);
 	}
 	// Decisions of programs that found no sandbox entry (fail-closed denials).
@@ -102,14 +129,15 @@ int cmd_status(const Paths& paths, bool as_json)
 		fmt::print("no sandboxes\n");
 		return kExitOk;
 	}
-	fmt::print("{:<24} {:<12} {:<20} {:>8} {:>10} {:>12}  {}\n", "NAME", "STATE", "POLICY", "RUNNER",
-		   "VIOLATIONS", "EGRESS", "CGROUP");
+	fmt::print("{:<24} {:<12} {:<20} {:>8} {:>10} {:>12} {:>9} {:>8}  {}\n", "NAME", "STATE", "POLICY", "RUNNER",
+		   "VIOLATIONS", "EGRESS", "DNS-DENY", "LEARNED", "CGROUP");
 	for (const auto& s : out["sandboxes"]) {
 		std::string runner = s["runner_alive"].get<bool>() ? std::to_string(s["runner_pid"].get<int>()) : "dead";
-		fmt::print("{:<24} {:<12} {:<20} {:>8} {:>10} {:>12}  {}\n", s["name"].get<std::string>(),
+		fmt::print("{:<24} {:<12} {:<20} {:>8} {:>10} {:>12} {:>9} {:>8}  {}\n", s["name"].get<std::string>(),
 			   s["state"].get<std::string>(), s["policy"].get<std::string>(), runner,
 			   s["counters"]["violations"].get<uint64_t>(),
 			   fmt::format("{} B", s["counters"]["egress_bytes"].get<uint64_t>()),
+			   s["dns"]["queries_denied"].get<uint64_t>(), s["dns"]["learned_addresses"].get<uint64_t>(),
 			   s["cgroup"].get<std::string>());
 	}
 	return kExitOk;

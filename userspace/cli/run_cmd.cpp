@@ -215,7 +215,8 @@ struct Runner {
 	State state = State::Running;
 	bool killed_on_violation = false;
 
-	void on_event(const al_event& e)
+	// dns: the whole record when e is the head of a DNS event.
+	void on_event(const al_event& e, const al_dns_event* dns)
 	{
 		// A reload switched banks: the record names the policy now enforced,
 		// and the state directory keeps the text that bank came from.
@@ -226,17 +227,36 @@ struct Runner {
 					policy = *p.policy;
 			}
 		}
-		json j = decision_json(e);
+		json j = dns ? dns_json(*dns) : decision_json(e);
 		j["policy"] = rec.policy_name;
 		if (e.rule != AL_RULE_NONE && e.rule < policy.rules.size())
 			j["rule_text"] = describe(policy.rules[e.rule]);
 		audit.write(rec.name, j);
 		if (!terminal_budget())
 			return;
+		std::string line = dns ? dns_line(*dns) : decision_line(e);
 		if (e.verdict == AL_VERDICT_ALLOW)
-			spdlog::info("{}: {}", rec.name, decision_line(e));
+			spdlog::info("{}: {}", rec.name, line);
 		else
-			spdlog::warn("{}: {}", rec.name, decision_line(e));
+			spdlog::warn("{}: {}", rec.name, line);
+	}
+
+	// Learned addresses stay in the kernel this long past their TTL, so
+	// that flows let through while they were valid keep going; then they
+	// are removed and their table space is free again.
+	static constexpr uint64_t kLearnedLingerNs = 600ull * 1000000000ull;
+	uint64_t last_sweep = 0;
+	void sweep_learned()
+	{
+		uint64_t now = monotonic_ns();
+		if (now - last_sweep < 1000000000ull || now < kLearnedLingerNs)
+			return;
+		last_sweep = now;
+		try {
+			k.sweep_learned(rec.slot, now - kLearnedLingerNs);
+		} catch (const std::exception& ex) {
+			spdlog::warn("{}: sweeping learned addresses: {}", rec.name, ex.what());
+		}
 	}
 
 	// The audit log takes every event; the terminal at most 20 a second, so
@@ -348,7 +368,13 @@ int ring_cb(void* ctx, void* data, size_t size)
 	al_event e;
 	std::memcpy(&e, data, sizeof(e));
 	auto* r = static_cast<Runner*>(ctx);
-	r->on_event(e);
+	if ((e.kind == AL_EVENT_DNS_QUERY || e.kind == AL_EVENT_DNS_ANSWER) && size >= sizeof(al_dns_event)) {
+		al_dns_event d;
+		std::memcpy(&d, data, sizeof(d));
+		r->on_event(d.base, &d);
+	} else {
+		r->on_event(e, nullptr);
+	}
 	if (e.latched)
 		r->check_latch();
 	return 0;
@@ -455,6 +481,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 		ring_buffer__consume(rb);
 		runner.check_latch();
 		runner.check_thawed();
+		runner.sweep_learned();
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u64 == 2) {
 				if (::waitid(static_cast<idtype_t>(P_PIDFD), child.pidfd.get(), &si, WEXITED) == 0)

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "net/address.h"
+#include "policy/dnsname.h"
 #include "sandbox/state.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -57,6 +58,17 @@ const char* reason_name(unsigned reason)
 	case AL_REASON_MALFORMED: return "malformed";
 	case AL_REASON_NO_SANDBOX: return "no-sandbox";
 	case AL_REASON_PROTOCOL: return "protocol";
+	case AL_REASON_DNS_ALLOW: return "dns-allow";
+	case AL_REASON_DNS_RESOLVER: return "dns-resolver";
+	case AL_REASON_DNS_TCP: return "dns-tcp";
+	case AL_REASON_DNS_MALFORMED: return "dns-malformed";
+	case AL_REASON_DNS_NAME: return "dns-name";
+	case AL_REASON_DNS_TYPE: return "dns-type";
+	case AL_REASON_DNS_LENGTH: return "dns-length";
+	case AL_REASON_DNS_RATE: return "dns-rate";
+	case AL_REASON_DNS_TABLE: return "dns-table";
+	case AL_REASON_LEARNED: return "learned";
+	case AL_REASON_DNS_UNSOLICITED: return "dns-unsolicited";
 	}
 	return "unknown";
 }
@@ -124,6 +136,62 @@ std::string decision_line(const al_event& e)
 	return fmt::format("{} {} {} {} ({}{}) pid {} {}{}", verdict_name(e.verdict), hook_name(e.hook),
 			   protocol_name(e.protocol), where, reason_name(e.reason), rule, e.tgid, comm_of(e),
 			   e.latched ? " [quarantine latched]" : "");
+}
+
+std::optional<std::string> dns_qname(const al_dns_event& e)
+{
+	if (e.name_len == 0 || e.name_len > AL_DNS_NAME_BYTES)
+		return std::nullopt;
+	return name_from_key(e.name, e.name_len - 1u);
+}
+
+json dns_json(const al_dns_event& e)
+{
+	auto name = dns_qname(e);
+	json q = name ? json(*name) : json(nullptr);
+	json type = e.name_len ? json(dns_type_name(e.qtype)) : json(nullptr);
+	if (e.base.kind == AL_EVENT_DNS_ANSWER) {
+		json j;
+		j["event"] = "dns-answer";
+		j["qname"] = q;
+		j["qtype"] = type;
+		j["qid"] = e.qid;
+		j["cgroup_id"] = e.base.cgroup_id;
+		j["policy_id"] = e.base.policy_id;
+		std::string addr = dest_of(e.base);
+		if (e.base.verdict == AL_VERDICT_ALLOW) {
+			j["addr"] = addr.empty() ? json(nullptr) : json(addr);
+			j["ttl"] = e.ttl;
+			j["learned"] = e.learned != 0;
+			j["rule"] = e.base.rule == AL_RULE_NONE ? json(nullptr) : json(e.base.rule);
+		} else {
+			// Dropped before the socket saw it; no violation of the
+			// sandbox: whoever sent it is outside.
+			j["dropped"] = true;
+			j["reason"] = reason_name(e.base.reason);
+			j["from"] = addr.empty() ? json(nullptr) : json(addr);
+			j["from_port"] = e.base.port;
+		}
+		return j;
+	}
+	json j = decision_json(e.base);
+	j["qname"] = q;
+	j["qtype"] = type;
+	j["qid"] = e.qid;
+	return j;
+}
+
+std::string dns_line(const al_dns_event& e)
+{
+	auto name = dns_qname(e);
+	std::string q = name ? fmt::format("{} {}", dns_type_name(e.qtype), name->empty() ? "." : *name) : "(unparsed)";
+	if (e.base.kind == AL_EVENT_DNS_ANSWER) {
+		if (e.base.verdict != AL_VERDICT_ALLOW)
+			return fmt::format("dropped DNS answer from {} ({}) for {}", dest_of(e.base), reason_name(e.base.reason),
+					   q);
+		return fmt::format("answer {} -> {} ttl {}{}", q, dest_of(e.base), e.ttl, e.learned ? " learned" : "");
+	}
+	return fmt::format("{} query {}", decision_line(e.base), q);
 }
 
 AuditLog::AuditLog(const std::string& path)

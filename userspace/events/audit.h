@@ -3,6 +3,7 @@
 // and the JSON-lines audit log.
 #include <airlock/abi.h>
 
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,14 @@ std::string protocol_name(unsigned ipproto);
 nlohmann::json decision_json(const al_event& e);
 // One human line for the terminal.
 std::string decision_line(const al_event& e);
+
+// A DNS query decision (event "decision" with qname, qtype, qid) or an
+// answer's address (event "dns-answer").
+nlohmann::json dns_json(const al_dns_event& e);
+std::string dns_line(const al_dns_event& e);
+// The queried name of a DNS event, lowercase, without the trailing dot;
+// nullopt when the name was not parsed.
+std::optional<std::string> dns_qname(const al_dns_event& e);
 
 // Appends one JSON object per line with a single write(2), so lines from
 // several writers (the runner, `airlock reload`) never interleave.

@@ -28,6 +28,7 @@ const std::array<ProgSpec, ProgCount> kProgs = {{
 	{"al_sendmsg4", BPF_CGROUP_UDP4_SENDMSG},
 	{"al_sendmsg6", BPF_CGROUP_UDP6_SENDMSG},
 	{"al_egress", BPF_CGROUP_INET_EGRESS},
+	{"al_ingress", BPF_CGROUP_INET_INGRESS},
 }};
 
 namespace {
@@ -41,6 +42,9 @@ const MapPin kMapPins[] = {
 	{"al_rules", &Maps::rules},         {"al_latch", &Maps::latch},
 	{"al_counters", &Maps::counters},   {"al_rings", &Maps::rings},
 	{"al_rcu_sync", &Maps::rcu_sync},   {"al_rcu_inner", &Maps::rcu_inner},
+	{"al_names", &Maps::names},         {"al_dns", &Maps::dns},
+	{"al_dns_state", &Maps::dns_state}, {"al_pending", &Maps::pending},
+	{"al_learned", &Maps::learned},
 };
 
 bool on_bpffs(const std::string& path)
@@ -232,17 +236,39 @@ void Kernel::set_level_mask(uint32_t mask)
 		fail_errno("write al_config");
 }
 
-void Kernel::install_rules(const std::vector<CompiledPrefix>& prefixes)
+void Kernel::install_rules(const CompiledPolicy& c, uint32_t policy_id)
 {
-	for (size_t i = 0; i < prefixes.size(); i++) {
-		if (bpf_map_update_elem(maps_.rules.get(), &prefixes[i].key, &prefixes[i].value, BPF_ANY) != 0) {
-			int e = errno;
-			for (size_t j = 0; j < i; j++)
-				bpf_map_delete_elem(maps_.rules.get(), &prefixes[j].key);
-			fail_errno(fmt::format("insert rule entry {} of {} (al_rules holds {})", i + 1,
-					       prefixes.size(), AL_MAX_PREFIXES),
-				   e);
+	size_t done_prefixes = 0, done_names = 0;
+	auto undo = [&]() {
+		for (size_t j = 0; j < done_prefixes; j++)
+			bpf_map_delete_elem(maps_.rules.get(), &c.prefixes[j].key);
+		for (size_t j = 0; j < done_names; j++)
+			bpf_map_delete_elem(maps_.names.get(), &c.names[j].key);
+	};
+	for (; done_prefixes < c.prefixes.size(); done_prefixes++) {
+		const auto& e = c.prefixes[done_prefixes];
+		if (bpf_map_update_elem(maps_.rules.get(), &e.key, &e.value, BPF_ANY) != 0) {
+			int err = errno;
+			undo();
+			fail_errno(fmt::format("insert rule entry {} of {} (al_rules holds {})", done_prefixes + 1,
+					       c.prefixes.size(), AL_MAX_PREFIXES),
+				   err);
 		}
+	}
+	for (; done_names < c.names.size(); done_names++) {
+		const auto& e = c.names[done_names];
+		if (bpf_map_update_elem(maps_.names.get(), &e.key, &e.value, BPF_ANY) != 0) {
+			int err = errno;
+			undo();
+			fail_errno(fmt::format("insert name entry {} of {} (al_names holds {})", done_names + 1,
+					       c.names.size(), AL_MAX_NAMES),
+				   err);
+		}
+	}
+	if (bpf_map_update_elem(maps_.dns.get(), &policy_id, &c.dns, BPF_ANY) != 0) {
+		int err = errno;
+		undo();
+		fail_errno(fmt::format("insert the dns block of policy {}", policy_id), err);
 	}
 }
 
@@ -263,12 +289,32 @@ void for_each_rule_key(int fd, F&& f)
 }
 }  // namespace
 
+template <typename Key, typename F>
+void for_each_key(int fd, F&& f)
+{
+	Key key{}, next{};
+	void* prev = nullptr;
+	std::vector<Key> keys;
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		keys.push_back(next);
+		key = next;
+		prev = &key;
+	}
+	for (auto& k : keys)
+		f(k);
+}
+
 void Kernel::delete_rules(uint32_t policy_id)
 {
 	for_each_rule_key(maps_.rules.get(), [&](const al_lpm_key& k) {
 		if (k.policy_id == policy_id)
 			bpf_map_delete_elem(maps_.rules.get(), &k);
 	});
+	for_each_key<al_name_key>(maps_.names.get(), [&](const al_name_key& k) {
+		if (k.policy_id == policy_id)
+			bpf_map_delete_elem(maps_.names.get(), &k);
+	});
+	bpf_map_delete_elem(maps_.dns.get(), &policy_id);
 }
 
 size_t Kernel::count_rules(uint32_t policy_id) const
@@ -347,6 +393,77 @@ void Kernel::delete_ring(uint32_t slot)
 {
 	if (bpf_map_delete_elem(maps_.rings.get(), &slot) != 0 && errno != ENOENT)
 		fail_errno(fmt::format("remove ring buffer of slot {}", slot));
+}
+
+void Kernel::create_dns_tables(uint32_t slot)
+{
+	// Same shapes as al_pending_template and al_learned_template.
+	int pending = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "al_pend", sizeof(al_pending_key), sizeof(al_pending),
+				     AL_PENDING_PER_SANDBOX, nullptr);
+	if (pending < 0)
+		fail_errno(fmt::format("create the pending-query table of slot {}", slot));
+	Fd p(pending);
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
+	int learned = bpf_map_create(BPF_MAP_TYPE_HASH, "al_learn", sizeof(al_learned_key), sizeof(al_learned),
+				     AL_LEARNED_PER_SANDBOX, &opts);
+	if (learned < 0)
+		fail_errno(fmt::format("create the learned-address table of slot {}", slot));
+	Fd l(learned);
+	if (bpf_map_update_elem(maps_.pending.get(), &slot, &pending, BPF_ANY) != 0)
+		fail_errno(fmt::format("install the pending-query table of slot {}", slot));
+	if (bpf_map_update_elem(maps_.learned.get(), &slot, &learned, BPF_ANY) != 0)
+		fail_errno(fmt::format("install the learned-address table of slot {}", slot));
+	al_dns_state st{};
+	if (bpf_map_update_elem(maps_.dns_state.get(), &slot, &st, BPF_ANY) != 0)
+		fail_errno(fmt::format("reset the query budget of slot {}", slot));
+}
+
+void Kernel::delete_dns_tables(uint32_t slot)
+{
+	if (bpf_map_delete_elem(maps_.pending.get(), &slot) != 0 && errno != ENOENT)
+		fail_errno(fmt::format("remove the pending-query table of slot {}", slot));
+	if (bpf_map_delete_elem(maps_.learned.get(), &slot) != 0 && errno != ENOENT)
+		fail_errno(fmt::format("remove the learned-address table of slot {}", slot));
+}
+
+namespace {
+Fd inner_map(int outer, uint32_t slot)
+{
+	uint32_t id = 0;
+	if (bpf_map_lookup_elem(outer, &slot, &id) != 0 || id == 0)
+		return Fd();
+	int fd = bpf_map_get_fd_by_id(id);
+	return Fd(fd < 0 ? -1 : fd);
+}
+}  // namespace
+
+std::vector<Kernel::Learned> Kernel::learned(uint32_t slot) const
+{
+	std::vector<Learned> out;
+	Fd t = inner_map(maps_.learned.get(), slot);
+	if (!t.valid())
+		return out;
+	for_each_key<al_learned_key>(t.get(), [&](const al_learned_key& k) {
+		Learned e{k, {}};
+		if (bpf_map_lookup_elem(t.get(), &k, &e.value) == 0)
+			out.push_back(e);
+	});
+	return out;
+}
+
+size_t Kernel::sweep_learned(uint32_t slot, uint64_t before_ns)
+{
+	size_t n = 0;
+	Fd t = inner_map(maps_.learned.get(), slot);
+	if (!t.valid())
+		return 0;
+	for_each_key<al_learned_key>(t.get(), [&](const al_learned_key& k) {
+		al_learned v{};
+		if (bpf_map_lookup_elem(t.get(), &k, &v) == 0 && v.expires_ns < before_ns &&
+		    bpf_map_delete_elem(t.get(), &k) == 0)
+			n++;
+	});
+	return n;
 }
 
 void Kernel::attach_and_pin(Prog p, int cgroup_fd, const std::string& pin_path)

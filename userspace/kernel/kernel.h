@@ -17,7 +17,7 @@
 
 namespace airlock::kernel {
 
-enum Prog { SockCreate, Connect4, Connect6, Sendmsg4, Sendmsg6, Egress, ProgCount };
+enum Prog { SockCreate, Connect4, Connect6, Sendmsg4, Sendmsg6, Egress, Ingress, ProgCount };
 
 struct ProgSpec {
 	const char* name;       // pin name and BPF function name
@@ -28,6 +28,7 @@ extern const std::array<ProgSpec, ProgCount> kProgs;
 // The maps by pin name, in one place.
 struct Maps {
 	Fd config, sandboxes, rules, latch, counters, rings, rcu_sync, rcu_inner;
+	Fd names, dns, dns_state, pending, learned;
 };
 
 class Kernel {
@@ -52,8 +53,9 @@ public:
 	void set_level_mask(uint32_t mask);
 	al_config config() const;
 
-	// Compiled rules. install_rules inserts all or, on failure, none.
-	void install_rules(const std::vector<CompiledPrefix>& prefixes);
+	// Compiled rules (addresses, names, the dns block). install_rules
+	// inserts all or, on failure, none.
+	void install_rules(const CompiledPolicy& c, uint32_t policy_id);
 	void delete_rules(uint32_t policy_id);
 	size_t count_rules(uint32_t policy_id) const;
 	// Returns once no program can still hold a value read before the call.
@@ -67,6 +69,18 @@ public:
 	Fd create_ring(uint32_t slot);  // a fresh ring buffer installed for slot
 	Fd ring(uint32_t slot) const;   // the installed one, or invalid
 	void delete_ring(uint32_t slot);
+
+	// DNS tables of a slot: pending queries and learned addresses, fresh
+	// ones for a new sandbox; the query budget back to full.
+	void create_dns_tables(uint32_t slot);
+	void delete_dns_tables(uint32_t slot);
+	struct Learned {
+		al_learned_key key;
+		al_learned value;
+	};
+	std::vector<Learned> learned(uint32_t slot) const;
+	// Removes entries that expired before `before_ns` (CLOCK_MONOTONIC).
+	size_t sweep_learned(uint32_t slot, uint64_t before_ns);
 
 	// Attach a program to a cgroup with a bpf_link and pin the link.
 	void attach_and_pin(Prog p, int cgroup_fd, const std::string& pin_path);

@@ -42,12 +42,18 @@ struct Loader {
 		k.maps_.rings = dup(bpf_map__fd(skel->maps.al_rings));
 		k.maps_.rcu_sync = dup(bpf_map__fd(skel->maps.al_rcu_sync));
 		k.maps_.rcu_inner = dup(bpf_map__fd(skel->maps.al_rcu_inner));
+		k.maps_.names = dup(bpf_map__fd(skel->maps.al_names));
+		k.maps_.dns = dup(bpf_map__fd(skel->maps.al_dns));
+		k.maps_.dns_state = dup(bpf_map__fd(skel->maps.al_dns_state));
+		k.maps_.pending = dup(bpf_map__fd(skel->maps.al_pending));
+		k.maps_.learned = dup(bpf_map__fd(skel->maps.al_learned));
 		k.progs_[SockCreate] = dup(bpf_program__fd(skel->progs.al_sock_create));
 		k.progs_[Connect4] = dup(bpf_program__fd(skel->progs.al_connect4));
 		k.progs_[Connect6] = dup(bpf_program__fd(skel->progs.al_connect6));
 		k.progs_[Sendmsg4] = dup(bpf_program__fd(skel->progs.al_sendmsg4));
 		k.progs_[Sendmsg6] = dup(bpf_program__fd(skel->progs.al_sendmsg6));
 		k.progs_[Egress] = dup(bpf_program__fd(skel->progs.al_egress));
+		k.progs_[Ingress] = dup(bpf_program__fd(skel->progs.al_ingress));
 		airlock_bpf__destroy(skel);
 		return k;
 	}

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "policy/dnsname.h"
+
 namespace airlock {
 
 namespace {
@@ -36,6 +38,144 @@ bool shadowed(const std::vector<al_range>& earlier, const al_range& r)
 	});
 }
 
+// Specificity of a domain rule: an exact name beats a wildcard, a longer
+// wildcard a shorter one.
+size_t name_rank(const Rule* r)
+{
+	return r->domain->size() * 2 + (r->wildcard ? 0 : 1);
+}
+
+bool name_precedes(const Rule* a, const Rule* b)
+{
+	if (name_rank(a) != name_rank(b))
+		return name_rank(a) > name_rank(b);
+	if (a->action != b->action)
+		return a->action == Action::Deny;
+	return a->index < b->index;
+}
+
+// The ranges of rules already in precedence order, without those an
+// earlier range covers entirely.
+std::vector<al_range> ranges_of(const std::vector<const Rule*>& rules)
+{
+	std::vector<al_range> ranges;
+	for (const Rule* r : rules) {
+		std::vector<PortRange> ports = r->ports;
+		if (ports.empty())
+			ports.push_back({0, 65535});
+		for (const auto& pr : ports) {
+			al_range range{};
+			range.port_lo = pr.lo;
+			range.port_hi = pr.hi;
+			range.proto_mask = r->proto_mask;
+			range.action = r->action == Action::Allow ? AL_ACTION_ALLOW : AL_ACTION_DENY;
+			range.rule = static_cast<uint16_t>(r->index);
+			if (!shadowed(ranges, range))
+				ranges.push_back(range);
+		}
+	}
+	return ranges;
+}
+
+// The names strictly above NAME: "a.b.c" -> "b.c", "c".
+std::vector<std::string> parents_of(const std::string& name)
+{
+	std::vector<std::string> out;
+	for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
+		out.push_back(name.substr(dot + 1));
+	return out;
+}
+
+void compile_names(const Policy& p, uint32_t policy_id, CompiledPolicy& c, std::vector<PolicyError>& errors)
+{
+	// Every rule that can cover a name sits at one of its parents: walk
+	// those instead of testing every rule.
+	std::map<std::pair<std::string, bool>, std::vector<const Rule*>> by_name;
+	std::vector<std::pair<std::string, bool>> order;
+	for (const auto& r : p.rules) {
+		if (!r.domain)
+			continue;
+		if (r.domain->size() > AL_DNS_NAME_MAX) {
+			errors.push_back({p.source, fmt::format("rules/{}/domain", r.index),
+					  fmt::format("{} characters; the kernel matches names of at most {}",
+						      r.domain->size(), AL_DNS_NAME_MAX)});
+			continue;
+		}
+		auto& v = by_name[{*r.domain, r.wildcard}];
+		if (v.empty())
+			order.push_back({*r.domain, r.wildcard});
+		v.push_back(&r);
+	}
+	for (const auto& [name, wildcard] : order) {
+		std::vector<const Rule*> covering = by_name[{name, wildcard}];
+		for (const auto& parent : parents_of(name)) {
+			auto it = by_name.find({parent, true});
+			if (it != by_name.end())
+				covering.insert(covering.end(), it->second.begin(), it->second.end());
+		}
+		std::sort(covering.begin(), covering.end(), name_precedes);
+		std::vector<al_range> ranges = ranges_of(covering);
+		std::string shown = (wildcard ? "*." : "") + name;
+		if (ranges.size() > AL_MAX_RANGES) {
+			errors.push_back({p.source, "rules",
+					  fmt::format("{} needs {} port ranges once less specific rules are folded in; "
+						      "the kernel holds {}",
+						      shown, ranges.size(), AL_MAX_RANGES)});
+			continue;
+		}
+		auto bytes = name_key_bytes(name);
+		CompiledName e{};
+		e.key.prefixlen = AL_NAME_KEY_FIXED_BITS + 8 * static_cast<uint32_t>(bytes.size()) + (wildcard ? 0 : 1);
+		e.key.policy_id = static_cast<uint16_t>(policy_id);
+		std::copy(bytes.begin(), bytes.end(), e.key.name);
+		if (!wildcard)
+			e.key.name[bytes.size()] = AL_NAME_END;
+		e.value.count = static_cast<uint32_t>(ranges.size());
+		e.value.name_len = static_cast<uint16_t>(bytes.size());
+		e.value.flags = wildcard ? AL_RS_WILDCARD : 0;
+		for (const auto& r : ranges)
+			if (r.action == AL_ACTION_ALLOW)
+				e.value.flags |= AL_RS_QUERY;
+		std::copy(ranges.begin(), ranges.end(), e.value.ranges);
+		c.names.push_back(e);
+	}
+	if (c.names.size() > AL_MAX_NAMES / 4)
+		errors.push_back({p.source, "rules",
+				  fmt::format("{} distinct domain names; one sandbox may use at most {}", c.names.size(),
+					      AL_MAX_NAMES / 4)});
+}
+
+void compile_dns(const Policy& p, CompiledPolicy& c, std::vector<PolicyError>& errors)
+{
+	const DnsPolicy& d = p.dns;
+	al_dns_policy& k = c.dns;
+	k.flags = d.tcp ? AL_DNS_TCP : 0;
+	k.max_name_len = static_cast<uint16_t>(std::min<unsigned>(d.max_name_length, AL_DNS_NAME_MAX));
+	k.max_label_len = static_cast<uint8_t>(d.max_label_length);
+	k.min_ttl = d.min_ttl;
+	k.max_ttl = d.max_ttl;
+	k.query_interval_ns = 1000000000ull / d.queries_per_second;
+	k.query_burst_ns = (d.query_burst - 1) * k.query_interval_ns;
+	if (d.resolvers.size() > AL_DNS_MAX_RESOLVERS)
+		errors.push_back({p.source, "dns/resolvers",
+				  fmt::format("{} resolvers; at most {}", d.resolvers.size(), AL_DNS_MAX_RESOLVERS)});
+	for (const auto& r : d.resolvers) {
+		if (k.nresolvers >= AL_DNS_MAX_RESOLVERS)
+			break;
+		Address a = normalise(r);
+		auto& slot = k.resolvers[k.nresolvers++];
+		slot.family = a.family;
+		std::copy(a.bytes.begin(), a.bytes.end(), slot.addr);
+	}
+	if (d.types.size() > AL_DNS_MAX_TYPES)
+		errors.push_back({p.source, "dns/types", fmt::format("{} types; at most {}", d.types.size(), AL_DNS_MAX_TYPES)});
+	for (const auto& t : d.types) {
+		auto num = dns_type_number(t);
+		if (num && k.ntypes < AL_DNS_MAX_TYPES)
+			k.types[k.ntypes++] = *num;
+	}
+}
+
 }  // namespace
 
 CompileResult compile_policy(const Policy& p, uint32_t policy_id)
@@ -56,7 +196,7 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 		if (r.action == Action::Allow && (r.proto_mask & AL_PROTO_ICMP))
 			c.sandbox_flags |= AL_SB_ALLOW_ICMP;
 		if (r.cidr)
-			cidr_rules.push_back(&r);  // domain rules open addresses when DNS answers are learned
+			cidr_rules.push_back(&r);  // domain rules: compile_names
 	}
 
 	// Rules by prefix. Every prefix that contains a given one is one of its
@@ -81,22 +221,7 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 		}
 		std::sort(covering.begin(), covering.end(), precedes);
 
-		std::vector<al_range> ranges;
-		for (const Rule* r : covering) {
-			std::vector<PortRange> ports = r->ports;
-			if (ports.empty())
-				ports.push_back({0, 65535});
-			for (const auto& pr : ports) {
-				al_range range{};
-				range.port_lo = pr.lo;
-				range.port_hi = pr.hi;
-				range.proto_mask = r->proto_mask;
-				range.action = r->action == Action::Allow ? AL_ACTION_ALLOW : AL_ACTION_DENY;
-				range.rule = static_cast<uint16_t>(r->index);
-				if (!shadowed(ranges, range))
-					ranges.push_back(range);
-			}
-		}
+		std::vector<al_range> ranges = ranges_of(covering);
 		if (ranges.size() > AL_MAX_RANGES) {
 			res.errors.push_back({p.source, "rules",
 					      fmt::format("{} needs {} port ranges once less specific rules are folded in; "
@@ -119,6 +244,8 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 		res.errors.push_back({p.source, "rules",
 				      fmt::format("{} distinct prefixes; one sandbox may use at most {}", c.prefixes.size(),
 						  AL_MAX_PREFIXES / 4)});
+	compile_names(p, policy_id, c, res.errors);
+	compile_dns(p, c, res.errors);
 	if (res.errors.empty())
 		res.compiled = std::move(c);
 	return res;
@@ -156,6 +283,40 @@ KernelDecision reference_decision(const Policy& p, const Address& dst, uint16_t 
 		if (!r.cidr || !contains(*r.cidr, a) || !(r.proto_mask & proto_bit) || !port_matches(r, port))
 			continue;
 		if (!best || precedes(&r, best))
+			best = &r;
+	}
+	if (!best)
+		return {};
+	return {best->action == Action::Allow, static_cast<uint16_t>(best->index)};
+}
+
+const al_rule_set* kernel_name_lookup(const CompiledPolicy& c, const std::string& name)
+{
+	auto bytes = name_key_bytes(name);
+	const CompiledName* best = nullptr;
+	for (const auto& e : c.names) {
+		bool wildcard = e.value.flags & AL_RS_WILDCARD;
+		size_t len = e.value.name_len;
+		// The kernel's two lookups: the exact entry, else the longest
+		// wildcard strictly shorter than the name.
+		if (len > bytes.size() || (wildcard && len == bytes.size()) || (!wildcard && len != bytes.size()))
+			continue;
+		if (!std::equal(bytes.begin(), bytes.begin() + len, e.key.name))
+			continue;
+		if (!best || e.key.prefixlen > best->key.prefixlen)
+			best = &e;
+	}
+	return best ? &best->value : nullptr;
+}
+
+KernelDecision reference_name_decision(const Policy& p, const std::string& name, uint16_t port, uint8_t proto_bit)
+{
+	const Rule* best = nullptr;
+	for (const auto& r : p.rules) {
+		if (!r.domain || !domain_covers(*r.domain, r.wildcard, name) || !(r.proto_mask & proto_bit) ||
+		    !port_matches(r, port))
+			continue;
+		if (!best || name_precedes(&r, best))
 			best = &r;
 	}
 	if (!best)

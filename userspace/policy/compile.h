@@ -17,8 +17,15 @@ struct CompiledPrefix {
 	al_rule_set value;
 };
 
+struct CompiledName {
+	al_name_key key;
+	al_rule_set value;
+};
+
 struct CompiledPolicy {
 	std::vector<CompiledPrefix> prefixes;
+	std::vector<CompiledName> names;  // domain rules, one entry per distinct name and kind
+	al_dns_policy dns{};              // the "dns" block, keyed by the policy id
 	uint32_t sandbox_flags = 0;  // al_sandbox_flag (AL_SB_LOG_ALLOWED is the runner's)
 	uint8_t on_violation = AL_ON_VIOLATION_DENY;
 };
@@ -40,6 +47,15 @@ struct KernelDecision {
 // al_rules_decide in bpf/verdict.bpf.h), for tests and explanations.
 KernelDecision kernel_lookup(const CompiledPolicy& c, uint32_t policy_id, const Address& dst, uint16_t port,
 			     uint8_t proto_bit);
+
+// What the kernel decides for a DNS name (a model of al_name_match in
+// bpf/names.bpf.h): the entry's rules, or nullptr. name: lowercase, dotted.
+const al_rule_set* kernel_name_lookup(const CompiledPolicy& c, const std::string& name);
+
+// The definition for names, rule by rule: the most specific domain rule
+// (an exact name, then the longest wildcard) that matches the name, the
+// port and the protocol; at equal specificity deny, then the lower index.
+KernelDecision reference_name_decision(const Policy& p, const std::string& name, uint16_t port, uint8_t proto_bit);
 
 // The definition, rule by rule: among matching rules the longest prefix
 // wins, deny beats allow at equal length, then the lower index.

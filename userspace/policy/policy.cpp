@@ -373,7 +373,9 @@ public:
 	{
 		if (!expect(v, path, v.is_object(), "an object"))
 			return;
-		unknown_keys(v, path, {"resolvers", "types", "max_name_length", "max_label_length", "tcp"});
+		unknown_keys(v, path,
+			     {"resolvers", "types", "max_name_length", "max_label_length", "tcp", "queries_per_second",
+			      "query_burst", "min_ttl", "max_ttl"});
 		if (v.contains("resolvers")) {
 			const json& rs = v["resolvers"];
 			std::string rp = join(path, "resolvers");
@@ -424,6 +426,12 @@ public:
 		};
 		bounded("max_name_length", 1, 253, d.max_name_length);
 		bounded("max_label_length", 1, 63, d.max_label_length);
+		bounded("queries_per_second", 1, 100000, d.queries_per_second);
+		bounded("query_burst", 1, 100000, d.query_burst);
+		bounded("min_ttl", 0, 86400, d.min_ttl);
+		bounded("max_ttl", 1, 604800, d.max_ttl);
+		if (d.min_ttl > d.max_ttl)
+			error(join(path, "min_ttl"), fmt::format("{} is more than max_ttl ({})", d.min_ttl, d.max_ttl));
 		if (v.contains("tcp")) {
 			const json& t = v["tcp"];
 			if (expect(t, join(path, "tcp"), t.is_boolean(), "a boolean"))

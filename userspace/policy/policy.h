@@ -37,6 +37,10 @@ struct DnsPolicy {
 	unsigned max_name_length = 253;
 	unsigned max_label_length = 63;
 	bool tcp = false;
+	unsigned queries_per_second = 50;  // the sandbox's query budget: rate,
+	unsigned query_burst = 200;        // and how many may come at once
+	unsigned min_ttl = 30;             // learned addresses live this long at least,
+	unsigned max_ttl = 3600;           // and at most (seconds)
 };
 
 struct Policy {

@@ -120,7 +120,8 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 		k.delete_rules(policy_id_of(slot, 0));
 		k.delete_rules(policy_id_of(slot, 1));
 		k.create_ring(slot);
-		k.install_rules(compiled.prefixes);
+		k.create_dns_tables(slot);
+		k.install_rules(compiled, policy_id_of(slot, 0));
 		k.put_sandbox(r.cgroup_id, entry_for(slot, policy_id_of(slot, 0), compiled, o.log_allowed));
 		k.set_level_mask(k.config().level_mask | (1u << r.level));
 
@@ -156,7 +157,7 @@ void reload_sandbox(kernel::Kernel& k, const Paths& paths, SandboxRecord& r, con
 	if (!current)
 		fail("sandbox '{}' has no kernel entry (cgroup {})", r.name, r.cgroup_id);
 	k.delete_rules(new_id);
-	k.install_rules(compiled.prefixes);
+	k.install_rules(compiled, new_id);
 	k.put_sandbox(r.cgroup_id, entry_for(r.slot, new_id, compiled, r.log_allowed));
 	k.wait_for_readers();
 	k.delete_rules(old_id);
@@ -185,6 +186,7 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 	k.delete_rules(policy_id_of(r.slot, 0));
 	k.delete_rules(policy_id_of(r.slot, 1));
 	k.delete_ring(r.slot);
+	k.delete_dns_tables(r.slot);
 	k.clear_latch(r.slot);
 	cgroup::remove(r.cgroup);
 	remove_record(paths, r.name);

@@ -1,0 +1,571 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* DNS in the kernel. A query is judged at egress before it leaves: header,
+ * the one question, its name against the domain rules, its type, lengths,
+ * the sandbox's budget. An answer is learned at ingress before the socket
+ * sees it, only if it matches a query the sandbox sent. Both parsers work
+ * on a copy of the message in the per-CPU scratch; whatever they cannot
+ * walk to the end is refused. */
+#ifndef AIRLOCK_DNS_BPF_H
+#define AIRLOCK_DNS_BPF_H
+
+#include "verdict.bpf.h"
+
+#define AL_MSG_MASK (AL_DNS_MSG_MAX - 1)
+#define AL_DNS_MAX_LABELS 128
+#define AL_DNS_TYPE_A 1
+#define AL_DNS_TYPE_AAAA 28
+#define AL_DNS_TYPE_OPT 41
+#define AL_DNS_CLASS_IN 1
+
+static __always_inline __u32 al_msg8(const struct al_scratch *s, __u32 off)
+{
+	return s->msg[off & AL_MSG_MASK];
+}
+
+static __always_inline __u32 al_msg16(const struct al_scratch *s, __u32 off)
+{
+	return (al_msg8(s, off) << 8) | al_msg8(s, off + 1);
+}
+
+static __always_inline __u32 al_msg32(const struct al_scratch *s, __u32 off)
+{
+	return (al_msg16(s, off) << 16) | al_msg16(s, off + 2);
+}
+
+static __always_inline struct al_scratch *al_scratch_get(void)
+{
+#pragma unroll
+	for (int i = 0; i < AL_SCRATCH_ENTRIES; i++) {
+		__u32 k = i;
+		struct al_scratch *s = bpf_map_lookup_elem(&al_scratch, &k);
+
+		if (s && __sync_val_compare_and_swap(&s->busy, 0, 1) == 0)
+			return s;
+	}
+	return 0;
+}
+
+static __always_inline void al_scratch_put(struct al_scratch *s)
+{
+	__sync_val_compare_and_swap(&s->busy, 1, 0);
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+/* What a parser's bpf_loop callback needs: pointers only; its state is in
+ * the scratch. */
+struct al_loop_ctx {
+	struct al_scratch *s;
+	struct al_name_key *key;
+};
+
+/* One label of an uncompressed name. */
+static long al_walk_label(__u32 i, void *ctx)
+{
+	struct al_scratch *s = ((struct al_loop_ctx *)ctx)->s;
+	__u32 p = s->w_p;
+
+	if (p >= s->len || p >= AL_DNS_MSG_MAX) {
+		s->w_err = AL_REASON_DNS_MALFORMED;
+		return 1;
+	}
+	__u32 l = al_msg8(s, p);
+	if (l == 0) {
+		s->w_p = p + 1;
+		s->w_done = 1;
+		return 1;
+	}
+	/* A compression pointer (or an obsolete label type): a question never
+	 * needs one, so it is refused rather than followed. */
+	if (l & 0xc0) {
+		s->w_err = AL_REASON_DNS_MALFORMED;
+		return 1;
+	}
+	if (l > s->w_max_label)
+		s->w_max_label = l;
+	s->w_n += l + 1;
+	s->w_p = p + l + 1;
+	if (s->w_n > AL_DNS_NAME_BYTES - 1) {
+		s->w_err = AL_REASON_DNS_LENGTH;
+		return 1;
+	}
+	return 0;
+}
+
+/* Byte j of the name goes to its place in reversed-label order, lowercased:
+ * a label starting at s with length l lands at n - (s + l + 1). */
+static long al_rev_byte(__u32 j, void *ctx)
+{
+	struct al_scratch *s = ((struct al_loop_ctx *)ctx)->s;
+	struct al_name_key *key = ((struct al_loop_ctx *)ctx)->key;
+
+	if (j >= s->r_n)
+		return 1;
+	__u32 b = al_msg8(s, s->r_off + j);
+	if (j == s->r_next) {
+		s->r_start = j;
+		s->r_lab = b;
+		s->r_next = j + b + 1;
+	} else if (b >= 'A' && b <= 'Z') {
+		b += 'a' - 'A';
+	}
+	__u32 o = s->r_n - (s->r_start + s->r_lab + 1) + (j - s->r_start);
+	if (o >= AL_DNS_NAME_BYTES)
+		return 1;
+	key->name[o] = b;
+	return 0;
+}
+
+/* Reads the uncompressed name at off into key (al_name_key form, ended by
+ * AL_NAME_END, zero after). Returns 0 or an al_reason. */
+static __always_inline __u32 al_read_name(struct al_scratch *s, struct al_name_key *key, __u32 off, __u32 *end,
+					  __u32 *n, __u32 *max_label)
+{
+	struct al_loop_ctx lc = { .s = s, .key = key };
+
+	s->w_p = off;
+	s->w_n = 0;
+	s->w_max_label = 0;
+	s->w_err = 0;
+	s->w_done = 0;
+	bpf_loop(AL_DNS_MAX_LABELS, al_walk_label, &lc, 0);
+	if (s->w_err)
+		return s->w_err;
+	if (!s->w_done)
+		return AL_REASON_DNS_MALFORMED;
+	__u32 len = s->w_n;
+
+	if (len > AL_DNS_NAME_BYTES - 1)
+		return AL_REASON_DNS_LENGTH;
+	__builtin_memset(key->name, 0, sizeof(key->name));
+	s->r_off = off;
+	s->r_n = len;
+	s->r_start = 0;
+	s->r_lab = 0;
+	s->r_next = 0;
+	if (len)
+		bpf_loop(len, al_rev_byte, &lc, 0);
+	key->name[len] = AL_NAME_END;
+	*end = s->w_p;
+	*n = len;
+	*max_label = s->w_max_label;
+	return 0;
+}
+
+/* ---- queries (egress) ------------------------------------------------------ */
+
+/* The query budget, a generic cell rate: each query moves the time at which
+ * the budget is full again one interval on; it may run at most burst
+ * intervals ahead of now. */
+static __always_inline int al_dns_budget(__u32 slot, const struct al_dns_policy *dp)
+{
+	struct al_dns_state *st = bpf_map_lookup_elem(&al_dns_state, &slot);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!st)
+		return 0;
+	for (int i = 0; i < 4; i++) {
+		__u64 tat = st->tat_ns;
+		__u64 base = tat > now ? tat : now;
+
+		if (base - now > dp->query_burst_ns)
+			return 0;
+		if (__sync_val_compare_and_swap(&st->tat_ns, tat, base + dp->query_interval_ns) == tat)
+			return 1;
+	}
+	return 0;
+}
+
+/* Where the DNS message of an egress packet is: the UDP payload, or the one
+ * length-prefixed message of a TCP segment. Returns 0 or an al_reason; *len
+ * 0 is a TCP segment without data (handshake, ACK, FIN). */
+static __always_inline __u32 al_dns_payload(struct __sk_buff *skb, const struct al_dest *dst, __u32 *off,
+					    __u32 *len)
+{
+	__u32 l4 = dst->l4off;
+
+	if (l4 > 0xffff || skb->len > 0xffff)
+		return AL_REASON_DNS_MALFORMED;
+	if (dst->protocol == IPPROTO_UDP) {
+		*off = l4 + 8;
+	} else {
+		__u8 doff;
+
+		if (bpf_skb_load_bytes(skb, l4 + 12, &doff, 1))
+			return AL_REASON_DNS_MALFORMED;
+		*off = l4 + (doff >> 4) * 4;
+	}
+	if (*off > skb->len)
+		return AL_REASON_DNS_MALFORMED;
+	*len = skb->len - *off;
+	if (dst->protocol == IPPROTO_TCP && *len) {
+		__be16 mlen;
+
+		/* Exactly one whole message per segment: anything else cannot
+		 * be judged by one look at one packet. */
+		if (*len < 2 || bpf_skb_load_bytes(skb, *off, &mlen, 2) || bpf_ntohs(mlen) != *len - 2)
+			return AL_REASON_DNS_MALFORMED;
+		*off += 2;
+		*len -= 2;
+	}
+	return 0;
+}
+
+/* The rule a query decision names: the first allowing range for an allowed
+ * name, else the first range. */
+static __always_inline __u16 al_name_rule(const struct al_rule_set *rs, int want_allow)
+{
+	for (int i = 0; i < AL_MAX_RANGES; i++) {
+		if (i >= rs->count)
+			break;
+		if (!want_allow || rs->ranges[i].action == AL_ACTION_ALLOW)
+			return rs->ranges[i].rule;
+	}
+	return AL_RULE_NONE;
+}
+
+static __always_inline void al_dns_deny(struct al_decision *d, __u32 reason)
+{
+	d->verdict = AL_VERDICT_DENY;
+	d->reason = reason;
+}
+
+/* Judges the query in an egress packet that the address rules let go to a
+ * resolver. d becomes the query's decision; s keeps its question for the
+ * event. A global function: the verifier checks it once, on its own, not
+ * inlined into every path of the hook. */
+__noinline int al_dns_query(struct __sk_buff *skb, struct al_sandbox *sb, const struct al_dest *dst,
+			    struct al_decision *d, struct al_scratch *s)
+{
+	if (!skb || !sb || !dst || !d || !s)
+		return 0;
+	__u32 policy_id = sb->policy_id, cslot = sb->slot;
+	struct al_counters *c = al_counters_of(cslot);
+	struct al_dns_policy *dp = bpf_map_lookup_elem(&al_dns, &policy_id);
+	__u32 off = 0, len = 0, r;
+
+	s->name_bytes = 0;
+	s->qtype = 0;
+	s->qid = 0;
+	d->dns = 1;
+	d->rule = AL_RULE_NONE;
+	if (!dp) {
+		al_dns_deny(d, AL_REASON_DNS_RESOLVER);
+		goto out;
+	}
+	r = al_dns_payload(skb, dst, &off, &len);
+	if (r) {
+		al_dns_deny(d, r);
+		goto out;
+	}
+	if (len == 0 && dst->protocol == IPPROTO_TCP) {
+		d->dns = 0; /* no message in this segment */
+		return 0;
+	}
+	if (len < 12 || len > AL_DNS_QUERY_MAX || bpf_skb_load_bytes(skb, off, s->msg, len)) {
+		al_dns_deny(d, AL_REASON_DNS_MALFORMED);
+		goto out;
+	}
+	s->len = len;
+	s->qid = al_msg16(s, 0);
+	__u32 flags = al_msg8(s, 2);
+	__u32 ar = al_msg16(s, 10);
+	/* A query (QR 0), standard opcode, one question, no answers. */
+	if ((flags & 0x80) || ((flags >> 3) & 0xf) != 0 || al_msg16(s, 4) != 1 || al_msg16(s, 6) != 0 ||
+	    al_msg16(s, 8) != 0 || ar > 1) {
+		al_dns_deny(d, AL_REASON_DNS_MALFORMED);
+		goto out;
+	}
+	__u32 p = 0, n = 0, max_label = 0;
+
+	s->pv.name.policy_id = (__u16)policy_id;
+	r = al_read_name(s, &s->pv.name, 12, &p, &n, &max_label);
+	if (r) {
+		al_dns_deny(d, r);
+		goto out;
+	}
+	s->name_bytes = n + 1;
+	if (p + 4 > len) {
+		al_dns_deny(d, AL_REASON_DNS_MALFORMED);
+		goto out;
+	}
+	__u32 qtype = al_msg16(s, p), qclass = al_msg16(s, p + 2);
+
+	s->qtype = qtype;
+	p += 4;
+	/* Nothing may follow the question but one EDNS OPT record with a
+	 * few option bytes. */
+	if (ar == 1) {
+		if (p + 11 > len || al_msg8(s, p) != 0 || al_msg16(s, p + 1) != AL_DNS_TYPE_OPT ||
+		    al_msg16(s, p + 9) > AL_DNS_OPT_MAX) {
+			al_dns_deny(d, AL_REASON_DNS_MALFORMED);
+			goto out;
+		}
+		p += 11 + al_msg16(s, p + 9);
+	}
+	if (p != len) {
+		al_dns_deny(d, AL_REASON_DNS_MALFORMED);
+		goto out;
+	}
+	if (n > AL_DNS_NAME_MAX + 1 || (n && n - 1 > dp->max_name_len) || max_label > dp->max_label_len) {
+		al_dns_deny(d, AL_REASON_DNS_LENGTH);
+		goto out;
+	}
+	int type_ok = 0;
+
+	for (int i = 0; i < AL_DNS_MAX_TYPES; i++) {
+		if (i >= dp->ntypes)
+			break;
+		if (dp->types[i] == qtype)
+			type_ok = 1;
+	}
+	if (!type_ok || qclass != AL_DNS_CLASS_IN) {
+		al_dns_deny(d, AL_REASON_DNS_TYPE);
+		goto out;
+	}
+	struct al_rule_set *rs = al_name_match(&s->pv.name, n);
+
+	if (!rs || !(rs->flags & AL_RS_QUERY)) {
+		if (rs)
+			d->rule = al_name_rule(rs, 0);
+		al_dns_deny(d, AL_REASON_DNS_NAME);
+		goto out;
+	}
+	d->rule = al_name_rule(rs, 1);
+	if (!al_dns_budget(sb->slot, dp)) {
+		al_dns_deny(d, AL_REASON_DNS_RATE);
+		goto out;
+	}
+out:
+	if (d->verdict == AL_VERDICT_ALLOW) {
+		if (c)
+			c->dns_queries_allowed++;
+	} else if (c) {
+		c->dns_queries_denied++;
+	}
+	/* Remember what is let out (everything, in audit mode) so that its
+	 * answer can be matched. Answers over TCP are not learned. */
+	if (s->name_bytes && dst->protocol == IPPROTO_UDP &&
+	    (d->verdict == AL_VERDICT_ALLOW || (sb->flags & AL_SB_AUDIT))) {
+		__u32 slot = sb->slot;
+		void *pt = bpf_map_lookup_elem(&al_pending, &slot);
+		struct al_pending_key pk = {
+			.family = dst->family,
+			.port = dst->sport,
+			.id = s->qid,
+		};
+
+		__builtin_memcpy(pk.resolver, dst->addr, sizeof(pk.resolver));
+		s->pv.ts_ns = bpf_ktime_get_ns();
+		s->pv.qtype = s->qtype;
+		if ((!pt || bpf_map_update_elem(pt, &pk, &s->pv, BPF_ANY)) && d->verdict == AL_VERDICT_ALLOW) {
+			al_dns_deny(d, AL_REASON_DNS_TABLE);
+			if (c) {
+				c->dns_queries_allowed--;
+				c->dns_queries_denied++;
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- answers (ingress) ------------------------------------------------------- */
+
+/* One answer record: skip its owner name (compressed or not), collect the
+ * address of an IN A/AAAA. Owner names are not compared with the question:
+ * every address is bound to the question's rule, so a zone the policy
+ * allows can point only its own names anywhere, which deny rules limit. */
+static long al_rr(__u32 i, void *ctx)
+{
+	struct al_scratch *s = ((struct al_loop_ctx *)ctx)->s;
+	__u32 p = s->rr_p, ok = 0, len = s->len;
+
+	for (int k = 0; k < AL_DNS_MAX_LABELS; k++) {
+		if (p >= len || p >= AL_DNS_MSG_MAX)
+			break;
+		__u32 l = al_msg8(s, p);
+		if (l == 0) {
+			p += 1;
+			ok = 1;
+			break;
+		}
+		if ((l & 0xc0) == 0xc0) {
+			p += 2;
+			ok = 1;
+			break;
+		}
+		if (l & 0xc0)
+			break;
+		p += l + 1;
+	}
+	if (!ok || p + 10 > len) {
+		s->rr_err = 1;
+		return 1;
+	}
+	__u32 type = al_msg16(s, p), class = al_msg16(s, p + 2), ttl = al_msg32(s, p + 4);
+	__u32 rdlen = al_msg16(s, p + 8);
+
+	p += 10;
+	if (p + rdlen > len || (class == AL_DNS_CLASS_IN && ((type == AL_DNS_TYPE_A && rdlen != 4) ||
+							     (type == AL_DNS_TYPE_AAAA && rdlen != 16)))) {
+		s->rr_err = 1;
+		return 1;
+	}
+	__u32 count = s->rr_count;
+
+	if (class == AL_DNS_CLASS_IN && (type == AL_DNS_TYPE_A || type == AL_DNS_TYPE_AAAA) &&
+	    count < AL_DNS_MAX_ANSWERS) {
+		__u32 k = count & (AL_DNS_MAX_ANSWERS - 1);
+		struct al_learned_key *a = &s->answers[k];
+
+		__builtin_memset(a, 0, sizeof(*a));
+		a->family = type == AL_DNS_TYPE_A ? AL_FAMILY_IPV4 : AL_FAMILY_IPV6;
+		for (int b = 0; b < 16; b++)
+			if (b < rdlen)
+				a->addr[b] = al_msg8(s, p + b);
+		s->ttls[k] = ttl;
+		s->rr_count = count + 1;
+	}
+	s->rr_p = p + rdlen;
+	return 0;
+}
+
+/* A dropped answer: counted and reported, never a violation of the sandbox
+ * (whoever forged it is outside). */
+static __always_inline int al_answer_drop(struct al_sandbox *sb, struct al_counters *c, __u64 cgid,
+					  const struct al_dest *pkt, struct al_scratch *s)
+{
+	struct al_decision d = {
+		.verdict = AL_VERDICT_DENY,
+		.reason = AL_REASON_DNS_UNSOLICITED,
+		.rule = AL_RULE_NONE,
+	};
+	struct al_dest from = { .family = pkt->family, .protocol = pkt->protocol, .port = pkt->sport };
+
+	__builtin_memcpy(from.addr, pkt->saddr, sizeof(from.addr));
+	if (c)
+		c->dns_answers_dropped++;
+	if (s)
+		al_emit_dns(c, AL_HOOK_INGRESS, cgid, sb->slot, sb->policy_id, &from, &d, &s->lv.name, s->qtype,
+			    s->qid, s->name_bytes, 0, 0);
+	return (sb->flags & AL_SB_AUDIT) ? AL_PASS : AL_DROP;
+}
+
+/* An answer from port 53 to a sandbox socket. Returns AL_PASS or AL_DROP.
+ * A global function, like al_dns_query. */
+__noinline int al_dns_answer(struct __sk_buff *skb, struct al_sandbox *sb, __u64 cgid, const struct al_dest *pkt,
+			     struct al_scratch *s)
+{
+	if (!skb || !sb || !pkt || !s)
+		return AL_DROP;
+	__u32 policy_id = sb->policy_id, slot = sb->slot;
+	struct al_counters *c = al_counters_of(slot);
+	struct al_dns_policy *dp = bpf_map_lookup_elem(&al_dns, &policy_id);
+	__u32 off = pkt->l4off + 8, len;
+
+	s->name_bytes = 0;
+	s->qtype = 0;
+	s->qid = 0;
+	if (!dp || !al_is_resolver(dp, pkt->family, pkt->saddr) || pkt->l4off > 0xffff || off > skb->len)
+		return al_answer_drop(sb, c, cgid, pkt, s);
+	len = skb->len - off;
+	if (len > AL_DNS_MSG_MAX)
+		len = AL_DNS_MSG_MAX;
+	if (len < 12 || bpf_skb_load_bytes(skb, off, s->msg, len))
+		return al_answer_drop(sb, c, cgid, pkt, s);
+	s->len = len;
+	s->qid = al_msg16(s, 0);
+	__u32 flags = al_msg8(s, 2);
+
+	if (!(flags & 0x80) || ((flags >> 3) & 0xf) != 0 || al_msg16(s, 4) != 1)
+		return al_answer_drop(sb, c, cgid, pkt, s);
+	__u32 p = 0, n = 0, max_label = 0;
+
+	s->lv.name.policy_id = (__u16)policy_id;
+	if (al_read_name(s, &s->lv.name, 12, &p, &n, &max_label) || p + 4 > len)
+		return al_answer_drop(sb, c, cgid, pkt, s);
+	s->name_bytes = n + 1;
+	s->qtype = al_msg16(s, p);
+	p += 4;
+
+	/* Only for a query this sandbox sent: resolver, port, id, then the
+	 * question itself. Used once. */
+	void *pt = bpf_map_lookup_elem(&al_pending, &slot);
+	struct al_pending_key pk = { .family = pkt->family, .port = pkt->port, .id = s->qid };
+
+	__builtin_memcpy(pk.resolver, pkt->saddr, sizeof(pk.resolver));
+	struct al_pending *pe = pt ? bpf_map_lookup_elem(pt, &pk) : 0;
+	if (!pe || pe->qtype != s->qtype)
+		return al_answer_drop(sb, c, cgid, pkt, s);
+	s->lv.name.policy_id = pe->name.policy_id;
+	s->lv.name.prefixlen = pe->name.prefixlen;
+	const __u32 *x = (const __u32 *)&pe->name, *y = (const __u32 *)&s->lv.name;
+	int same = 1;
+
+	for (int i = 0; i < (int)(sizeof(struct al_name_key) / 4); i++)
+		if (x[i] != y[i])
+			same = 0;
+	if (!same)
+		return al_answer_drop(sb, c, cgid, pkt, s);
+	bpf_map_delete_elem(pt, &pk);
+
+	if ((flags & 0x02) || (al_msg8(s, 3) & 0xf) != 0)
+		return AL_PASS; /* truncated or an error: nothing to learn */
+	__u32 an = al_msg16(s, 6);
+	struct al_loop_ctx lc = { .s = s };
+
+	if (an > AL_DNS_MAX_RRS)
+		an = AL_DNS_MAX_RRS;
+	s->rr_p = p;
+	s->rr_count = 0;
+	s->rr_err = 0;
+	if (an)
+		bpf_loop(an, al_rr, &lc, 0);
+	if (s->rr_err)
+		return al_answer_drop(sb, c, cgid, pkt, s);
+	__u32 count = s->rr_count;
+
+	s->lv.name.policy_id = (__u16)policy_id;
+	struct al_rule_set *rs = al_name_match(&s->lv.name, n);
+	int allowed = rs && (rs->flags & AL_RS_QUERY);
+	void *table = bpf_map_lookup_elem(&al_learned, &slot);
+	__u64 now = bpf_ktime_get_ns();
+	int report = sb->flags & (AL_SB_AUDIT | AL_SB_LOG_ALLOWED);
+	struct al_decision d = { .verdict = AL_VERDICT_ALLOW, .reason = AL_REASON_LEARNED, .rule = AL_RULE_NONE };
+
+	if (rs)
+		d.rule = al_name_rule(rs, 1);
+	s->lv.learned_ns = now;
+	for (int k = 0; k < AL_DNS_MAX_ANSWERS; k++) {
+		if (k >= count)
+			break;
+		__u32 ttl = s->ttls[k];
+		__u8 learned = 0;
+
+		if (ttl < dp->min_ttl)
+			ttl = dp->min_ttl;
+		if (ttl > dp->max_ttl)
+			ttl = dp->max_ttl;
+		if (allowed && table) {
+			s->lv.expires_ns = now + (__u64)ttl * 1000000000ull;
+			if (bpf_map_update_elem(table, &s->answers[k], &s->lv, BPF_ANY) == 0) {
+				learned = 1;
+				if (c)
+					c->dns_answers_learned++;
+			} else if (c) {
+				c->dns_learn_full++;
+			}
+		}
+		if (report) {
+			struct al_dest a = { .family = (__u8)s->answers[k].family };
+
+			__builtin_memcpy(a.addr, s->answers[k].addr, sizeof(a.addr));
+			d.reason = learned ? AL_REASON_LEARNED : AL_REASON_NO_RULE;
+			al_emit_dns(c, AL_HOOK_INGRESS, cgid, slot, policy_id, &a, &d, &s->lv.name, s->qtype, s->qid,
+				    s->name_bytes, learned, ttl);
+		}
+	}
+	return AL_PASS;
+}
+
+#endif
