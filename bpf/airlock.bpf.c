@@ -133,6 +133,7 @@ int al_egress(struct __sk_buff *skb)
 	struct al_dest dst;
 	struct al_decision d = { .rule = AL_RULE_NONE };
 	struct al_scratch *s = 0;
+	__u32 sidx = 0;
 	int bad = al_parse_packet(skb, &dst);
 	int verdict;
 
@@ -150,9 +151,9 @@ int al_egress(struct __sk_buff *skb)
 		} else {
 			al_decide_dest(sb, &dst, AL_HOOK_EGRESS, &d);
 			if (d.verdict == AL_VERDICT_ALLOW && al_is_dns(&dst)) {
-				s = al_scratch_get();
+				s = al_scratch_get(&sidx);
 				if (s) {
-					al_dns_query(skb, sb, &dst, &d, s);
+					al_dns_query(skb, sb, &dst, &d, sidx);
 				} else {
 					d.verdict = AL_VERDICT_DENY;
 					d.reason = AL_REASON_DNS_TABLE;
@@ -199,10 +200,11 @@ int al_ingress(struct __sk_buff *skb)
 			c->dns_answers_dropped++;
 		return AL_DROP;
 	}
-	struct al_scratch *s = al_scratch_get();
+	__u32 sidx = 0;
+	struct al_scratch *s = al_scratch_get(&sidx);
 	if (!s)
 		return al_answer_drop(sb, c, cgid, &pkt, 0);
-	int verdict = al_dns_answer(skb, sb, cgid, &pkt, s);
+	int verdict = al_dns_answer(skb, sb, cgid, &pkt, sidx);
 	al_scratch_put(s);
 	return verdict == AL_PASS ? AL_PASS : AL_DROP;
 }

@@ -32,15 +32,20 @@ static __always_inline __u32 al_msg32(const struct al_scratch *s, __u32 off)
 	return (al_msg16(s, off) << 16) | al_msg16(s, off + 2);
 }
 
-static __always_inline struct al_scratch *al_scratch_get(void)
+/* *idx: which entry, for the global functions below, which look it up
+ * again (before 6.5 or so, helpers take no plain memory pointer where a
+ * map value goes). */
+static __always_inline struct al_scratch *al_scratch_get(__u32 *idx)
 {
 #pragma unroll
 	for (int i = 0; i < AL_SCRATCH_ENTRIES; i++) {
 		__u32 k = i;
 		struct al_scratch *s = bpf_map_lookup_elem(&al_scratch, &k);
 
-		if (s && __sync_val_compare_and_swap(&s->busy, 0, 1) == 0)
+		if (s && __sync_val_compare_and_swap(&s->busy, 0, 1) == 0) {
+			*idx = k;
 			return s;
+		}
 	}
 	return 0;
 }
@@ -145,7 +150,11 @@ static __always_inline __u32 al_read_name(struct al_scratch *s, struct al_name_k
 	s->r_next = 0;
 	if (len)
 		bpf_loop(len, al_rev_byte, &lc, 0);
-	key->name[len] = AL_NAME_END;
+	/* len <= 253 here, but older verifiers lose the bound of a value kept
+	 * across a call: mask it afresh (what follows name[] in every key
+	 * holder is padding of the same map value). */
+	asm volatile("" : "+r"(len));
+	key->name[len & 0xff] = AL_NAME_END;
 	*end = s->w_p;
 	*n = len;
 	*max_label = s->w_max_label;
@@ -235,8 +244,10 @@ static __always_inline void al_dns_deny(struct al_decision *d, __u32 reason)
  * event. A global function: the verifier checks it once, on its own, not
  * inlined into every path of the hook. */
 __noinline int al_dns_query(struct __sk_buff *skb, struct al_sandbox *sb, const struct al_dest *dst,
-			    struct al_decision *d, struct al_scratch *s)
+			    struct al_decision *d, __u32 sidx)
 {
+	struct al_scratch *s = bpf_map_lookup_elem(&al_scratch, &sidx);
+
 	if (!skb || !sb || !dst || !d || !s)
 		return 0;
 	__u32 policy_id = sb->policy_id, cslot = sb->slot;
@@ -371,34 +382,43 @@ out:
 
 /* ---- answers (ingress) ------------------------------------------------------- */
 
-/* One answer record: skip its owner name (compressed or not), collect the
- * address of an IN A/AAAA. Owner names are not compared with the question:
- * every address is bound to the question's rule, so a zone the policy
- * allows can point only its own names anywhere, which deny rules limit. */
-static long al_rr(__u32 i, void *ctx)
+/* One step of the walk over the answer records: a label of an owner name
+ * (compressed or not), or a record's fixed part, whose IN A/AAAA address
+ * is collected. One flat loop of small steps, not a loop in a loop, keeps
+ * the verifier's work small on every kernel. Owner names are not compared
+ * with the question: every address is bound to the question's rule, so a
+ * zone the policy allows can point only its own names anywhere, which deny
+ * rules limit. */
+static long al_rr_step(__u32 i, void *ctx)
 {
 	struct al_scratch *s = ((struct al_loop_ctx *)ctx)->s;
-	__u32 p = s->rr_p, ok = 0, len = s->len;
+	__u32 p = s->rr_p, len = s->len;
 
-	for (int k = 0; k < AL_DNS_MAX_LABELS; k++) {
-		if (p >= len || p >= AL_DNS_MSG_MAX)
-			break;
+	if (s->rr_left == 0)
+		return 1;
+	if (p >= len || p >= AL_DNS_MSG_MAX) {
+		s->rr_err = 1;
+		return 1;
+	}
+	if (s->rr_in_name) {
 		__u32 l = al_msg8(s, p);
+
 		if (l == 0) {
 			p += 1;
-			ok = 1;
-			break;
-		}
-		if ((l & 0xc0) == 0xc0) {
+			s->rr_in_name = 0;
+		} else if ((l & 0xc0) == 0xc0) {
 			p += 2;
-			ok = 1;
-			break;
+			s->rr_in_name = 0;
+		} else if (l & 0xc0) {
+			s->rr_err = 1;
+			return 1;
+		} else {
+			p += l + 1;
 		}
-		if (l & 0xc0)
-			break;
-		p += l + 1;
+		s->rr_p = p;
+		return 0;
 	}
-	if (!ok || p + 10 > len) {
+	if (p + 10 > len) {
 		s->rr_err = 1;
 		return 1;
 	}
@@ -427,6 +447,61 @@ static long al_rr(__u32 i, void *ctx)
 		s->rr_count = count + 1;
 	}
 	s->rr_p = p + rdlen;
+	s->rr_left--;
+	s->rr_in_name = 1;
+	return 0;
+}
+
+struct al_learn_ctx {
+	struct al_scratch *s;
+	void *table;                /* the sandbox's learned addresses */
+	struct al_dns_policy *dp;
+	struct al_counters *c;
+	__u64 cgid;
+	__u64 now;
+	__u32 slot;
+	__u32 policy_id;
+	__u16 rule;
+	__u8 allowed;               /* the question's name is allowed: learn */
+	__u8 report;                /* emit an event per address */
+};
+
+/* Address k of the answer: learned with its clamped TTL, and reported. */
+static long al_learn_one(__u32 k, void *ctx)
+{
+	struct al_learn_ctx *lc = ctx;
+	struct al_scratch *s = lc->s;
+	struct al_dns_policy *dp = lc->dp;
+	__u32 i = k & (AL_DNS_MAX_ANSWERS - 1);
+	__u32 ttl = s->ttls[i];
+	__u8 learned = 0;
+
+	if (ttl < dp->min_ttl)
+		ttl = dp->min_ttl;
+	if (ttl > dp->max_ttl)
+		ttl = dp->max_ttl;
+	if (lc->allowed && lc->table) {
+		s->lv.expires_ns = lc->now + (__u64)ttl * 1000000000ull;
+		if (bpf_map_update_elem(lc->table, &s->answers[i], &s->lv, BPF_ANY) == 0) {
+			learned = 1;
+			if (lc->c)
+				lc->c->dns_answers_learned++;
+		} else if (lc->c) {
+			lc->c->dns_learn_full++;
+		}
+	}
+	if (lc->report) {
+		struct al_dest a = { .family = (__u8)s->answers[i].family };
+		struct al_decision d = {
+			.verdict = AL_VERDICT_ALLOW,
+			.reason = learned ? AL_REASON_LEARNED : AL_REASON_NO_RULE,
+			.rule = lc->rule,
+		};
+
+		__builtin_memcpy(a.addr, s->answers[i].addr, sizeof(a.addr));
+		al_emit_dns(lc->c, AL_HOOK_INGRESS, lc->cgid, lc->slot, lc->policy_id, &a, &d, &s->lv.name, s->qtype,
+			    s->qid, s->name_bytes, learned, ttl);
+	}
 	return 0;
 }
 
@@ -454,8 +529,10 @@ static __always_inline int al_answer_drop(struct al_sandbox *sb, struct al_count
 /* An answer from port 53 to a sandbox socket. Returns AL_PASS or AL_DROP.
  * A global function, like al_dns_query. */
 __noinline int al_dns_answer(struct __sk_buff *skb, struct al_sandbox *sb, __u64 cgid, const struct al_dest *pkt,
-			     struct al_scratch *s)
+			     __u32 sidx)
 {
+	struct al_scratch *s = bpf_map_lookup_elem(&al_scratch, &sidx);
+
 	if (!skb || !sb || !pkt || !s)
 		return AL_DROP;
 	__u32 policy_id = sb->policy_id, slot = sb->slot;
@@ -512,59 +589,42 @@ __noinline int al_dns_answer(struct __sk_buff *skb, struct al_sandbox *sb, __u64
 	if ((flags & 0x02) || (al_msg8(s, 3) & 0xf) != 0)
 		return AL_PASS; /* truncated or an error: nothing to learn */
 	__u32 an = al_msg16(s, 6);
-	struct al_loop_ctx lc = { .s = s };
+	struct al_loop_ctx walk = { .s = s };
 
 	if (an > AL_DNS_MAX_RRS)
 		an = AL_DNS_MAX_RRS;
 	s->rr_p = p;
 	s->rr_count = 0;
 	s->rr_err = 0;
+	s->rr_left = an;
+	s->rr_in_name = 1;
 	if (an)
-		bpf_loop(an, al_rr, &lc, 0);
-	if (s->rr_err)
+		bpf_loop(AL_DNS_MAX_RRS * (AL_DNS_MAX_LABELS + 1), al_rr_step, &walk, 0);
+	if (s->rr_err || s->rr_left)
 		return al_answer_drop(sb, c, cgid, pkt, s);
 	__u32 count = s->rr_count;
 
 	s->lv.name.policy_id = (__u16)policy_id;
 	struct al_rule_set *rs = al_name_match(&s->lv.name, n);
-	int allowed = rs && (rs->flags & AL_RS_QUERY);
-	void *table = bpf_map_lookup_elem(&al_learned, &slot);
-	__u64 now = bpf_ktime_get_ns();
-	int report = sb->flags & (AL_SB_AUDIT | AL_SB_LOG_ALLOWED);
-	struct al_decision d = { .verdict = AL_VERDICT_ALLOW, .reason = AL_REASON_LEARNED, .rule = AL_RULE_NONE };
+	struct al_learn_ctx lc = {
+		.s = s,
+		.table = bpf_map_lookup_elem(&al_learned, &slot),
+		.dp = dp,
+		.c = c,
+		.cgid = cgid,
+		.now = bpf_ktime_get_ns(),
+		.slot = slot,
+		.policy_id = policy_id,
+		.rule = rs ? al_name_rule(rs, 1) : AL_RULE_NONE,
+		.allowed = rs && (rs->flags & AL_RS_QUERY),
+		.report = (sb->flags & (AL_SB_AUDIT | AL_SB_LOG_ALLOWED)) != 0,
+	};
 
-	if (rs)
-		d.rule = al_name_rule(rs, 1);
-	s->lv.learned_ns = now;
-	for (int k = 0; k < AL_DNS_MAX_ANSWERS; k++) {
-		if (k >= count)
-			break;
-		__u32 ttl = s->ttls[k];
-		__u8 learned = 0;
-
-		if (ttl < dp->min_ttl)
-			ttl = dp->min_ttl;
-		if (ttl > dp->max_ttl)
-			ttl = dp->max_ttl;
-		if (allowed && table) {
-			s->lv.expires_ns = now + (__u64)ttl * 1000000000ull;
-			if (bpf_map_update_elem(table, &s->answers[k], &s->lv, BPF_ANY) == 0) {
-				learned = 1;
-				if (c)
-					c->dns_answers_learned++;
-			} else if (c) {
-				c->dns_learn_full++;
-			}
-		}
-		if (report) {
-			struct al_dest a = { .family = (__u8)s->answers[k].family };
-
-			__builtin_memcpy(a.addr, s->answers[k].addr, sizeof(a.addr));
-			d.reason = learned ? AL_REASON_LEARNED : AL_REASON_NO_RULE;
-			al_emit_dns(c, AL_HOOK_INGRESS, cgid, slot, policy_id, &a, &d, &s->lv.name, s->qtype, s->qid,
-				    s->name_bytes, learned, ttl);
-		}
-	}
+	s->lv.learned_ns = lc.now;
+	if (count > AL_DNS_MAX_ANSWERS)
+		count = AL_DNS_MAX_ANSWERS;
+	if (count)
+		bpf_loop(count, al_learn_one, &lc, 0);
 	return AL_PASS;
 }
 

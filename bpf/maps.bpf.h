@@ -132,8 +132,7 @@ struct al_scratch {
 	 * look at a callback covers every iteration. */
 	__u32 w_p, w_n, w_max_label, w_err, w_done;   /* walk of a name's labels */
 	__u32 r_off, r_n, r_start, r_lab, r_next;      /* reversed copy of a name */
-	__u32 rr_p, rr_count, rr_err;                   /* walk of answer records */
-	__u32 pad;
+	__u32 rr_p, rr_count, rr_err, rr_left, rr_in_name; /* walk of answer records */
 	__u8 msg[AL_DNS_MSG_MAX];
 	struct al_pending pv;                 /* the question */
 	struct al_learned lv;                 /* what an answer teaches */
