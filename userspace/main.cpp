@@ -52,6 +52,13 @@ int main(int argc, char** argv)
 	std::string show_file;
 	auto* show = policy->add_subcommand("show", "Print the rules and the kernel entries a policy compiles to");
 	show->add_option("file", show_file, "Policy file")->required();
+	std::string suggest_log;
+	SuggestOptions suggest_opts;
+	auto* suggest = policy->add_subcommand(
+		"suggest", "Print a policy that allows exactly what an audit-mode run used (from its audit log)");
+	suggest->add_option("audit_log", suggest_log, "Audit log of the run")->required()->check(CLI::ExistingFile);
+	suggest->add_option("--sandbox", suggest_opts.sandbox, "Only this sandbox's lines");
+	suggest->add_option("--name", suggest_opts.name, "Name of the suggested policy")->capture_default_str();
 
 	RunOptions run_opts;
 	auto* run = app.add_subcommand("run", "Run a command in a new sandbox under a policy");
@@ -96,6 +103,8 @@ int main(int argc, char** argv)
 			return cmd_policy_check(check_files);
 		if (show->parsed())
 			return cmd_policy_show(show_file);
+		if (suggest->parsed())
+			return cmd_policy_suggest(suggest_log, suggest_opts);
 		if (is_run)
 			return cmd_run(paths, run_opts);
 		if (status->parsed())

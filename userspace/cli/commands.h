@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/suggest.h"
 #include "sandbox/state.h"
 
 namespace airlock {
@@ -30,6 +31,7 @@ struct RunOptions {
 
 int cmd_policy_check(const std::vector<std::string>& files);
 int cmd_policy_show(const std::string& file);
+int cmd_policy_suggest(const std::string& audit_log, const SuggestOptions& o);
 int cmd_run(const Paths&, const RunOptions&);
 int cmd_status(const Paths&, bool json);
 int cmd_thaw(const Paths&, const std::string& name);

@@ -1,10 +1,14 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "net/address.h"
 #include "policy/compile.h"
+#include "policy/dnsname.h"
 #include "policy/policy.h"
 
 namespace airlock {
@@ -61,6 +65,62 @@ int cmd_policy_show(const std::string& file)
 				   r.port_lo, r.port_hi, protos, r.rule);
 		}
 	}
+	fmt::print("name entries ({}), the most specific name decides, then the first matching range:\n",
+		   c.compiled->names.size());
+	for (const auto& e : c.compiled->names) {
+		auto name = name_from_key(e.key.name, e.value.name_len);
+		bool wildcard = e.value.flags & AL_RS_WILDCARD;
+		fmt::print("  {}{}{}\n", wildcard ? "*." : "", name ? *name : "?",
+			   (e.value.flags & AL_RS_QUERY) ? "" : " (queries denied)");
+		for (uint32_t i = 0; i < e.value.count; i++) {
+			const al_range& r = e.value.ranges[i];
+			std::string protos;
+			if (r.proto_mask & AL_PROTO_TCP) protos += "tcp ";
+			if (r.proto_mask & AL_PROTO_UDP) protos += "udp ";
+			if (r.proto_mask & AL_PROTO_ICMP) protos += "icmp ";
+			fmt::print("    {} ports {}-{} {}(rule {})\n", r.action == AL_ACTION_ALLOW ? "allow" : "deny ",
+				   r.port_lo, r.port_hi, protos, r.rule);
+		}
+	}
+	const DnsPolicy& d = p.dns;
+	std::string resolvers;
+	for (const auto& a : d.resolvers)
+		resolvers += (resolvers.empty() ? "" : ", ") + format_address(a);
+	std::string types;
+	for (const auto& t : d.types)
+		types += (types.empty() ? "" : ", ") + t;
+	fmt::print("dns: resolvers [{}] types [{}] tcp {} names <= {} labels <= {} budget {}/s burst {} ttl {}-{} s\n",
+		   resolvers, types, d.tcp ? "on" : "off", d.max_name_length, d.max_label_length, d.queries_per_second,
+		   d.query_burst, d.min_ttl, d.max_ttl);
+	return kExitOk;
+}
+
+int cmd_policy_suggest(const std::string& audit_log, const SuggestOptions& o)
+{
+	std::ifstream in(audit_log);
+	if (!in) {
+		fmt::print(stderr, "{}: cannot read\n", audit_log);
+		return kExitFailure;
+	}
+	std::vector<nlohmann::json> lines;
+	std::string line;
+	size_t bad = 0;
+	while (std::getline(in, line)) {
+		auto j = nlohmann::json::parse(line, nullptr, false);
+		if (j.is_discarded())
+			bad++;
+		else
+			lines.push_back(std::move(j));
+	}
+	Suggestion s = suggest_policy(lines, o);
+	if (bad)
+		fmt::print(stderr, "{}: {} lines are not JSON and were skipped\n", audit_log, bad);
+	for (const auto& n : s.notes)
+		fmt::print(stderr, "{}: {}\n", audit_log, n);
+	if (s.policy["rules"].empty() && s.names == 0)
+		fmt::print(stderr, "{}: no flows{} in the log; was the run in mode audit?\n", audit_log,
+			   o.sandbox.empty() ? "" : " of sandbox " + o.sandbox);
+	fmt::print("{}\n", s.policy.dump(2));
 	return kExitOk;
 }
 

@@ -1,0 +1,153 @@
+#include "policy/suggest.h"
+
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "net/address.h"
+
+namespace airlock {
+
+using nlohmann::json;
+
+namespace {
+
+std::string str(const json& j, const char* key)
+{
+	auto it = j.find(key);
+	return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+bool is_connect_hook(const std::string& hook)
+{
+	return hook == "connect4" || hook == "connect6" || hook == "sendmsg4" || hook == "sendmsg6";
+}
+
+// Ports as a policy writes them: single ports and "lo-hi" runs.
+nlohmann::ordered_json ports_json(const std::set<int>& ports)
+{
+	nlohmann::ordered_json out = nlohmann::ordered_json::array();
+	for (auto it = ports.begin(); it != ports.end();) {
+		int lo = *it, hi = lo;
+		auto next = std::next(it);
+		while (next != ports.end() && *next == hi + 1) {
+			hi = *next;
+			++next;
+		}
+		if (lo == hi)
+			out.push_back(lo);
+		else
+			out.push_back(fmt::format("{}-{}", lo, hi));
+		it = next;
+	}
+	return out;
+}
+
+}  // namespace
+
+Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& o)
+{
+	Suggestion s;
+	std::set<std::string> resolvers, types;
+	std::map<std::string, std::set<std::string>> names_of;  // address -> names an answer gave it
+	std::set<std::string> queried;                           // names let out (or that would have been)
+	// (name or address, protocol) -> ports
+	std::map<std::pair<std::string, std::string>, std::set<int>> by_name, by_addr;
+	std::set<std::tuple<std::string, std::string, int>> flows;
+
+	for (const auto& j : lines) {
+		if (!j.is_object() || (!o.sandbox.empty() && str(j, "sandbox") != o.sandbox))
+			continue;
+		std::string event = str(j, "event");
+		if (event == "dns-answer") {
+			if (j.value("dropped", false))
+				continue;
+			std::string name = str(j, "qname"), addr = str(j, "addr");
+			if (!name.empty() && !addr.empty())
+				names_of[addr].insert(name);
+			continue;
+		}
+		if (event != "decision")
+			continue;
+		std::string verdict = str(j, "verdict");
+		if (verdict != "audit" && verdict != "allow")
+			continue;
+		if (j.contains("qname")) {
+			// A DNS query: its resolver, its type, its name.
+			if (j["qname"].is_string()) {
+				queried.insert(j["qname"].get<std::string>());
+				if (j["qtype"].is_string())
+					types.insert(j["qtype"].get<std::string>());
+				if (!str(j, "dst").empty())
+					resolvers.insert(str(j, "dst"));
+			} else {
+				s.notes.push_back("a DNS query that could not be parsed was not turned into a rule");
+			}
+			continue;
+		}
+		std::string hook = str(j, "hook"), dst = str(j, "dst"), proto = str(j, "protocol");
+		int port = j.value("port", 0);
+		if (!is_connect_hook(hook) || dst.empty() || (proto != "tcp" && proto != "udp"))
+			continue;
+		if (port == 53) {
+			resolvers.insert(dst);  // a socket to the resolver
+			continue;
+		}
+		auto names = names_of.find(dst);
+		if (names != names_of.end()) {
+			for (const auto& n : names->second) {
+				by_name[{n, proto}].insert(port);
+				flows.insert({n, proto, port});
+			}
+		} else {
+			by_addr[{dst, proto}].insert(port);
+			flows.insert({dst, proto, port});
+		}
+	}
+
+	using ojson = nlohmann::ordered_json;
+	ojson rules = ojson::array();
+	std::set<std::string> named;
+	for (const auto& [key, ports] : by_name) {
+		named.insert(key.first);
+		rules.push_back(ojson{{"action", "allow"}, {"domain", key.first}, {"ports", ports_json(ports)},
+				       {"protocol", key.second}});
+	}
+	for (const auto& n : queried) {
+		if (named.count(n) || n.empty())
+			continue;
+		// Resolved but never connected to: let its queries out and open
+		// nothing (port 53 belongs to the DNS policy, never to a name).
+		rules.push_back(ojson{{"action", "allow"}, {"domain", n}, {"ports", ojson::array({53})},
+				       {"protocol", "udp"},
+				       {"comment", "resolved, never connected to: lets the query out, opens nothing"}});
+	}
+	for (const auto& [key, ports] : by_addr) {
+		auto a = parse_address(key.first);
+		std::string cidr = a ? format_cidr(Cidr{*a, static_cast<uint8_t>(a->family == AL_FAMILY_IPV4 ? 32 : 128)})
+				     : key.first;
+		rules.push_back(
+			ojson{{"action", "allow"}, {"cidr", cidr}, {"ports", ports_json(ports)}, {"protocol", key.second}});
+	}
+	ojson dns = ojson::object();
+	dns["resolvers"] = json(std::vector<std::string>(resolvers.begin(), resolvers.end()));
+	std::vector<std::string> t(types.begin(), types.end());
+	if (t.empty())
+		t = {"A", "AAAA"};
+	dns["types"] = t;
+
+	s.policy = ojson{{"version", 1},
+		    {"name", o.name},
+		    {"description", "Suggested from an audit log: allows what that run used, nothing else."},
+		    {"mode", "enforce"},
+		    {"on_violation", "deny"},
+		    {"rules", rules},
+		    {"dns", dns}};
+	s.flows = flows.size();
+	s.names = queried.size();
+	return s;
+}
+
+}  // namespace airlock
