@@ -1,0 +1,350 @@
+// The kernel's DNS parsers on crafted packets, byte by byte: the pinned
+// egress and ingress programs run through BPF_PROG_TEST_RUN from inside a
+// sandbox (the kernel gives the test packet a socket of the caller's
+// cgroup, so the sandbox's policy decides). Nothing is sent anywhere. Each
+// case is judged by the program's verdict and by the audit line that names
+// the query's id.
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <set>
+
+#include "fixture.h"
+
+namespace it {
+namespace {
+
+std::string be16(unsigned v)
+{
+	return std::string{static_cast<char>((v >> 8) & 0xff), static_cast<char>(v & 0xff)};
+}
+
+std::string be32(uint32_t v)
+{
+	return be16(v >> 16) + be16(v & 0xffff);
+}
+
+std::string ip4(const std::string& dotted)
+{
+	unsigned a, b, c, d;
+	sscanf(dotted.c_str(), "%u.%u.%u.%u", &a, &b, &c, &d);
+	return std::string{static_cast<char>(a), static_cast<char>(b), static_cast<char>(c), static_cast<char>(d)};
+}
+
+// A name in wire form, as written: labels with their lengths, the root.
+std::string wire_name(const std::string& name)
+{
+	std::string out;
+	size_t start = 0;
+	while (start < name.size()) {
+		size_t dot = name.find('.', start);
+		if (dot == std::string::npos)
+			dot = name.size();
+		out += static_cast<char>(dot - start);
+		out += name.substr(start, dot - start);
+		start = dot + 1;
+	}
+	return out + std::string(1, '\0');
+}
+
+struct Query {
+	unsigned id = 0;
+	std::string name = "allowed.test";
+	unsigned type = 1, cls = 1;
+	unsigned flags = 0x0100;  // RD
+	unsigned qd = 1, an = 0, ns = 0, ar = 0;
+	std::string qname_wire;   // instead of name, when set
+	std::string after;        // bytes after the question
+	std::string bytes() const
+	{
+		return be16(id) + be16(flags) + be16(qd) + be16(an) + be16(ns) + be16(ar) +
+		       (qname_wire.empty() ? wire_name(name) : qname_wire) + be16(type) + be16(cls) + after;
+	}
+};
+
+// An EDNS OPT record with `optlen` option bytes.
+std::string opt_rr(size_t optlen)
+{
+	return std::string(1, '\0') + be16(41) + be16(1232) + be32(0) + be16(optlen) + std::string(optlen, 'x');
+}
+
+std::string udp4(const std::string& src, const std::string& dst, unsigned sport, unsigned dport,
+		 const std::string& payload)
+{
+	std::string udp = be16(sport) + be16(dport) + be16(8 + payload.size()) + be16(0) + payload;
+	std::string ip = std::string("\x45\x00", 2) + be16(20 + udp.size()) + be16(1) + be16(0x4000) +
+			 std::string("\x40\x11", 2) + be16(0) + ip4(src) + ip4(dst);
+	return ip + udp;
+}
+
+std::string tcp4_syn(const std::string& src, const std::string& dst, unsigned sport, unsigned dport)
+{
+	std::string tcp = be16(sport) + be16(dport) + be32(1) + be32(0) + std::string("\x50\x02", 2) + be16(64240) +
+			  be16(0) + be16(0);
+	std::string ip = std::string("\x45\x00", 2) + be16(20 + tcp.size()) + be16(1) + be16(0x4000) +
+			 std::string("\x40\x06", 2) + be16(0) + ip4(src) + ip4(dst);
+	return ip + tcp;
+}
+
+std::string hex(const std::string& bytes)
+{
+	std::string out;
+	for (unsigned char c : bytes)
+		out += fmt::format("{:02x}", c);
+	return out;
+}
+
+// An answer to `q` with one A record per address, the owner a pointer to
+// the question (offset 12), as resolvers write it.
+std::string answer_to(const Query& q, const std::vector<std::string>& addrs, unsigned id, uint32_t ttl = 300)
+{
+	std::string out = be16(id) + be16(0x8180) + be16(1) + be16(addrs.size()) + be16(0) + be16(0) +
+			  wire_name(q.name) + be16(q.type) + be16(1);
+	for (const auto& a : addrs)
+		out += be16(0xc00c) + be16(1) + be16(1) + be32(ttl) + be16(4) + ip4(a);
+	return out;
+}
+
+constexpr const char* kResolver = "10.77.0.53";
+constexpr const char* kSandboxIp = "10.77.0.1";
+
+class DnsParser : public AirlockTest {
+protected:
+	bool with_topology() const override { return false; }
+
+	void SetUp() override
+	{
+		AirlockTest::SetUp();
+		if (HasFatalFailure())
+			return;
+		policy_ = env().write_policy(
+			"policy.json",
+			json{{"version", 1},
+			     {"name", "it-dns-parser"},
+			     {"on_violation", "deny"},
+			     {"rules", json::array({json{{"action", "allow"}, {"domain", "allowed.test"}, {"ports", {9000}}},
+						    json{{"action", "allow"}, {"domain", "*.allowed.test"}, {"ports", {9000}}},
+						    json{{"action", "deny"}, {"domain", "*.blocked.allowed.test"}}})},
+			     {"dns", {{"resolvers", {kResolver}},
+				      {"types", {"A", "AAAA"}},
+				      {"max_name_length", 40},
+				      {"max_label_length", 20}}}});
+	}
+
+	// Runs the packets through PROG inside a fresh sandbox; returns the
+	// verdicts (1 pass, 0 drop, -1 no result).
+	std::vector<int> run_packets(const std::string& name, const std::vector<std::pair<std::string, std::string>>& pkts)
+	{
+		std::vector<std::string> cmd = {AIRLOCK_SKB_TESTRUN};
+		std::vector<std::string> progs;
+		// skb_testrun takes one program: run each packet with its own.
+		std::string script;
+		for (const auto& [prog, bytes] : pkts) {
+			script += fmt::format("{} {}/progs/{} {}; ", AIRLOCK_SKB_TESTRUN, env().bpf_dir, prog, hex(bytes));
+		}
+		RunSpec s;
+		s.policy = policy_;
+		s.name = name;
+		s.cmd = {"/bin/sh", "-c", script};
+		s.keep_caps = true;  // BPF_PROG_TEST_RUN needs CAP_BPF
+		s.log_allowed = true;
+		s.in_client_ns = false;
+		RunResult rr = env().run(s, 30s);
+		EXPECT_EQ(rr.r.status, 0) << rr.describe();
+		std::vector<int> out;
+		for (const auto& j : rr.out_json)
+			if (j.value("client", "") == "skb_testrun" && j["results"].size() == 1)
+				out.push_back(j["results"][0]["retval"].is_number() ? j["results"][0]["retval"].get<int>() : -1);
+		EXPECT_EQ(out.size(), pkts.size()) << rr.describe();
+		out.resize(pkts.size(), -1);
+		return out;
+	}
+
+	// The audit decision of the query with this id.
+	json decision_for(unsigned qid)
+	{
+		for (const auto& j : env().audit())
+			if (j.value("event", "") == "decision" && j.value("qid", -1) == static_cast<int>(qid))
+				return j;
+		return json();
+	}
+
+	std::string policy_;
+};
+
+TEST_F(DnsParser, QueriesAreJudgedByteByByte)
+{
+	struct Case {
+		const char* what;
+		Query q;
+		int verdict;         // 1 leaves, 0 dropped
+		const char* reason;  // of the audit decision
+	};
+	std::vector<Case> cases;
+	auto add = [&](const char* what, Query q, int verdict, const char* reason) {
+		q.id = 0x1000 + cases.size();
+		cases.push_back({what, q, verdict, reason});
+	};
+	Query q;
+	add("allowed name", q, 1, "dns-allow");
+	q.name = "AlLoWeD.TeSt";
+	add("mixed case", q, 1, "dns-allow");
+	q.name = "a.b.allowed.test";
+	add("below the wildcard", q, 1, "dns-allow");
+	q.name = "badallowed.test";
+	add("label boundary", q, 0, "dns-name");
+	q.name = "x.blocked.allowed.test";
+	add("deny wildcard below an allow wildcard", q, 0, "dns-name");
+	q.name = "denied.test";
+	add("no rule", q, 0, "dns-name");
+	q = Query{};
+	q.type = 16;
+	add("TXT", q, 0, "dns-type");
+	q.type = 10;
+	add("NULL", q, 0, "dns-type");
+	q.type = 255;
+	add("ANY", q, 0, "dns-type");
+	q = Query{};
+	q.cls = 3;
+	add("class CH", q, 0, "dns-type");
+	q = Query{};
+	q.name = std::string(21, 'a') + ".allowed.test";
+	add("label over max_label_length", q, 0, "dns-length");
+	q.name = std::string(20, 'a') + ".allowed.test";
+	add("label at max_label_length", q, 1, "dns-allow");
+	q.name = "aaaaaaaaaaaaaaaaaaaa.aaaaaa.allowed.test";  // 40 characters
+	add("name at max_name_length", q, 1, "dns-allow");
+	q.name = "aaaaaaaaaaaaaaaaaaaa.aaaaaaa.allowed.test";  // 41
+	add("name over max_name_length", q, 0, "dns-length");
+	q = Query{};
+	q.ar = 1;
+	q.after = opt_rr(12);
+	add("EDNS OPT with a cookie", q, 1, "dns-allow");
+	q.after = opt_rr(200);
+	add("EDNS OPT with 200 option bytes", q, 0, "dns-malformed");
+	q = Query{};
+	q.qname_wire = std::string("\x07" "allowed" "\xc0\x0c", 10);
+	add("compression pointer in the question", q, 0, "dns-malformed");
+	q.qname_wire = std::string("\x3f" "allowed", 8);
+	add("label length past the end", q, 0, "dns-malformed");
+	q = Query{};
+	q.qd = 2;
+	q.after = wire_name("allowed.test") + be16(1) + be16(1);
+	add("two questions", q, 0, "dns-malformed");
+	q = Query{};
+	q.flags = 0x8100;
+	add("QR set (an answer sent out)", q, 0, "dns-malformed");
+	q.flags = 0x0900;
+	add("opcode 1", q, 0, "dns-malformed");
+	q = Query{};
+	q.after = "trailing";
+	add("trailing garbage", q, 0, "dns-malformed");
+	q = Query{};
+	q.an = 1;
+	add("an answer count in a query", q, 0, "dns-malformed");
+
+	std::vector<std::pair<std::string, std::string>> pkts;
+	for (size_t i = 0; i < cases.size(); i++)
+		pkts.push_back({"al_egress", udp4(kSandboxIp, kResolver, 40000 + i, 53, cases[i].q.bytes())});
+	// Without an id to find them by: a header cut short, an empty datagram.
+	pkts.push_back({"al_egress", udp4(kSandboxIp, kResolver, 41000, 53, std::string("\x12\x34\x01\x00", 4))});
+	pkts.push_back({"al_egress", udp4(kSandboxIp, kResolver, 41001, 53, "")});
+	// Port 53 elsewhere than a listed resolver; TCP to the resolver without dns.tcp.
+	Query ok;
+	ok.id = 0x2000;
+	pkts.push_back({"al_egress", udp4(kSandboxIp, "10.77.0.2", 41002, 53, ok.bytes())});
+	pkts.push_back({"al_egress", tcp4_syn(kSandboxIp, kResolver, 41003, 53)});
+
+	auto verdicts = run_packets("p" + env().id, pkts);
+	for (size_t i = 0; i < cases.size(); i++) {
+		EXPECT_EQ(verdicts[i], cases[i].verdict) << cases[i].what;
+		json d = decision_for(cases[i].q.id);
+		if (cases[i].verdict == 0 || std::string(cases[i].reason) != "dns-allow") {
+			ASSERT_TRUE(d.is_object()) << cases[i].what << ": no audit line\n" << dump_lines(env().audit());
+		}
+		if (d.is_object()) {
+			EXPECT_EQ(d.value("reason", ""), cases[i].reason) << cases[i].what << ": " << d.dump();
+			EXPECT_EQ(d.value("hook", ""), "egress") << d.dump();
+			EXPECT_EQ(d.value("violation", false), cases[i].verdict == 0) << d.dump();
+		}
+	}
+	size_t n = cases.size();
+	EXPECT_EQ(verdicts[n], 0) << "truncated header";
+	EXPECT_EQ(verdicts[n + 1], 0) << "empty datagram";
+	EXPECT_EQ(verdicts[n + 2], 0) << "port 53 of an address that is not a listed resolver";
+	EXPECT_EQ(verdicts[n + 3], 0) << "TCP/53 without dns.tcp";
+	auto lines = env().audit();
+	EXPECT_TRUE(Logged(lines, Violation("egress", "dns-resolver", "10.77.0.2", 53)));
+	EXPECT_TRUE(Logged(lines, Violation("egress", "dns-tcp", kResolver, 53)));
+	EXPECT_GE(decisions(lines, Violation("egress", "dns-malformed", kResolver, 53)).size(), 2u + 8u);
+	// The name is in the audit line, lowercased; for a mixed-case query too.
+	EXPECT_EQ(decision_for(0x1001).value("qname", ""), "allowed.test");
+	EXPECT_EQ(decision_for(0x1003).value("qname", ""), "badallowed.test");
+	EXPECT_EQ(decision_for(0x1006).value("qtype", ""), "TXT");
+	EXPECT_TRUE(decision_for(0x1000 + 16).value("qname", json()).is_null()) << "an unparsed name is null";
+}
+
+TEST_F(DnsParser, AnswersAreLearnedOnlyForQueriesSent)
+{
+	Query a;
+	a.id = 0x3001;
+	a.name = "www.allowed.test";
+	Query b;
+	b.id = 0x3002;
+	b.name = "api.allowed.test";
+	std::vector<std::pair<std::string, std::string>> pkts = {
+		// Queries that leave; their answers follow.
+		{"al_egress", udp4(kSandboxIp, kResolver, 42001, 53, a.bytes())},
+		{"al_egress", udp4(kSandboxIp, kResolver, 42002, 53, b.bytes())},
+		// 2: wrong id.
+		{"al_ingress", udp4(kResolver, kSandboxIp, 53, 42001, answer_to(a, {"10.77.0.9"}, 0x3999))},
+		// 3: from another address than the resolver.
+		{"al_ingress", udp4("10.77.0.2", kSandboxIp, 53, 42001, answer_to(a, {"10.77.0.9"}, a.id))},
+		// 4: to another port than the query came from.
+		{"al_ingress", udp4(kResolver, kSandboxIp, 53, 42009, answer_to(a, {"10.77.0.9"}, a.id))},
+		// 5: the question of b on a's id and port.
+		{"al_ingress", udp4(kResolver, kSandboxIp, 53, 42001, answer_to(b, {"10.77.0.9"}, a.id))},
+		// 6: the real answer to a: learned.
+		{"al_ingress", udp4(kResolver, kSandboxIp, 53, 42001, answer_to(a, {"10.77.0.7", "10.77.0.8"}, a.id))},
+		// 7: the same answer again: its query was used up.
+		{"al_ingress", udp4(kResolver, kSandboxIp, 53, 42001, answer_to(a, {"10.77.0.9"}, a.id))},
+		// 8: an answer nobody asked for.
+		{"al_ingress", udp4(kResolver, kSandboxIp, 53, 42055, answer_to(b, {"10.77.0.9"}, 0x3055))},
+		// 9: an answer to b whose second record runs past the end.
+		{"al_ingress",
+		 udp4(kResolver, kSandboxIp, 53, 42002, answer_to(b, {"10.77.0.10", "10.77.0.11"}, b.id).substr(0, 60))},
+	};
+	auto v = run_packets("a" + env().id, pkts);
+	EXPECT_EQ(v[0], 1);
+	EXPECT_EQ(v[1], 1);
+	EXPECT_EQ(v[2], 0) << "wrong id";
+	EXPECT_EQ(v[3], 0) << "wrong source";
+	EXPECT_EQ(v[4], 0) << "wrong port";
+	EXPECT_EQ(v[5], 0) << "wrong question";
+	EXPECT_EQ(v[6], 1) << "the real answer";
+	EXPECT_EQ(v[7], 0) << "replayed answer";
+	EXPECT_EQ(v[8], 0) << "unsolicited";
+	EXPECT_EQ(v[9], 0) << "malformed records";
+
+	std::set<std::string> learned, dropped_from;
+	size_t dropped = 0;
+	for (const auto& j : events(env().audit(), "dns-answer")) {
+		if (j.value("dropped", false)) {
+			dropped++;
+			dropped_from.insert(j.value("from", ""));
+			EXPECT_EQ(j.value("reason", ""), "dns-unsolicited") << j.dump();
+		} else if (j.value("learned", false)) {
+			learned.insert(j.value("addr", ""));
+			EXPECT_EQ(j.value("qname", ""), "www.allowed.test") << j.dump();
+			EXPECT_EQ(j.value("ttl", 0), 300) << j.dump();
+		}
+	}
+	EXPECT_EQ(learned, (std::set<std::string>{"10.77.0.7", "10.77.0.8"})) << dump_lines(env().audit());
+	EXPECT_EQ(dropped, 7u) << dump_lines(env().audit());
+	EXPECT_TRUE(dropped_from.count("10.77.0.2")) << "the forged answer's real source is reported";
+	// A dropped answer is not the sandbox's violation.
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+}
+
+}  // namespace
+}  // namespace it

@@ -1,0 +1,332 @@
+// DNS on the agent side: the kernel's name encoding, domain rules compiled
+// into name entries (checked against the rule-by-rule definition), the dns
+// block, and `policy suggest`.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "policy/compile.h"
+#include "policy/dnsname.h"
+#include "policy/policy.h"
+#include "policy/suggest.h"
+
+namespace airlock {
+namespace {
+
+using nlohmann::json;
+
+Policy parse(const std::string& text)
+{
+	ParseResult r = parse_policy_text(text, "p.json");
+	for (const auto& e : r.errors)
+		ADD_FAILURE() << e.str() << "\n" << text;
+	return r.policy.value_or(Policy{});
+}
+
+std::vector<std::string> errors_of(const std::string& text)
+{
+	ParseResult r = parse_policy_text(text, "p.json");
+	std::vector<std::string> out;
+	for (const auto& e : r.errors)
+		out.push_back(e.str());
+	if (r.policy) {
+		auto c = compile_policy(*r.policy, 1);
+		for (const auto& e : c.errors)
+			out.push_back(e.str());
+	}
+	return out;
+}
+
+std::string doc(const std::string& rules, const std::string& dns = "")
+{
+	return R"({"version": 1, "name": "t", "rules": [)" + rules + "]" + (dns.empty() ? "" : ", \"dns\": " + dns) +
+	       "}";
+}
+
+CompiledPolicy compile_ok(const Policy& p, uint32_t id = 3)
+{
+	auto r = compile_policy(p, id);
+	for (const auto& e : r.errors)
+		ADD_FAILURE() << e.str();
+	return r.compiled.value_or(CompiledPolicy{});
+}
+
+std::vector<uint8_t> bytes(const std::string& s)
+{
+	return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+// ---- encoding ----------------------------------------------------------------
+
+TEST(DnsName, KeyIsLabelsInReverseOrderWithLengths)
+{
+	EXPECT_EQ(name_key_bytes("www.example.com"), bytes("\3com\7example\3www"));
+	EXPECT_EQ(name_key_bytes("com"), bytes("\3com"));
+	EXPECT_TRUE(name_key_bytes("").empty());
+}
+
+TEST(DnsName, NamesBelowShareTheParentsBytesAsAPrefix)
+{
+	auto parent = name_key_bytes("example.com");
+	auto child = name_key_bytes("a.b.example.com");
+	auto lookalike = name_key_bytes("badexample.com");
+	EXPECT_TRUE(std::equal(parent.begin(), parent.end(), child.begin()));
+	// The length byte in front of each label keeps boundaries: "badexample"
+	// is not below "example".
+	EXPECT_FALSE(std::equal(parent.begin(), parent.end(), lookalike.begin()));
+}
+
+TEST(DnsName, DecodesBackAndEscapesWhatIsNotPrintable)
+{
+	auto k = name_key_bytes("www.example.com");
+	EXPECT_EQ(name_from_key(k.data(), k.size()), "www.example.com");
+	std::vector<uint8_t> odd = {3, 'c', 'o', 'm', 4, 'a', 0x00, '.', 0xff};
+	EXPECT_EQ(name_from_key(odd.data(), odd.size()), "a\\000\\.\\255.com");
+	EXPECT_EQ(name_from_key(odd.data(), 0), "");
+	std::vector<uint8_t> cut = {3, 'c', 'o'};
+	EXPECT_EQ(name_from_key(cut.data(), cut.size()), std::nullopt);
+	std::vector<uint8_t> zero = {0};
+	EXPECT_EQ(name_from_key(zero.data(), zero.size()), std::nullopt);
+}
+
+TEST(DnsName, Types)
+{
+	EXPECT_EQ(dns_type_number("A"), 1);
+	EXPECT_EQ(dns_type_number("AAAA"), 28);
+	EXPECT_EQ(dns_type_number("TXT"), 16);
+	EXPECT_EQ(dns_type_number("NULL"), 10);
+	EXPECT_EQ(dns_type_number("ANY"), 255);
+	EXPECT_EQ(dns_type_number("CAA"), 257);
+	EXPECT_EQ(dns_type_number("BOGUS"), std::nullopt);
+	EXPECT_EQ(dns_type_name(65), "HTTPS");
+	EXPECT_EQ(dns_type_name(4242), "TYPE4242");
+}
+
+TEST(DnsName, CoversOnLabelBoundaries)
+{
+	EXPECT_TRUE(domain_covers("example.com", false, "example.com"));
+	EXPECT_FALSE(domain_covers("example.com", false, "www.example.com"));
+	EXPECT_TRUE(domain_covers("example.com", true, "www.example.com"));
+	EXPECT_TRUE(domain_covers("example.com", true, "a.b.example.com"));
+	EXPECT_FALSE(domain_covers("example.com", true, "example.com"));
+	EXPECT_FALSE(domain_covers("example.com", true, "badexample.com"));
+	EXPECT_FALSE(domain_covers("example.com", false, "badexample.com"));
+}
+
+// ---- compiling domain rules ------------------------------------------------------
+
+TEST(DnsCompile, ExactAndWildcardEntries)
+{
+	Policy p = parse(doc(R"({"action": "allow", "domain": "Example.COM.", "ports": [443]},
+			       {"action": "allow", "domain": "*.example.com", "ports": [80], "protocol": "tcp"})"));
+	CompiledPolicy c = compile_ok(p, 7);
+	ASSERT_EQ(c.names.size(), 2u);
+	const CompiledName& exact = c.names[0];
+	const CompiledName& wild = c.names[1];
+	auto k = name_key_bytes("example.com");
+	EXPECT_EQ(exact.key.policy_id, 7);
+	// Exact: the name, then the first bit of AL_NAME_END.
+	EXPECT_EQ(exact.key.prefixlen, AL_NAME_KEY_FIXED_BITS + 8 * k.size() + 1);
+	EXPECT_TRUE(std::equal(k.begin(), k.end(), exact.key.name));
+	EXPECT_EQ(exact.key.name[k.size()], AL_NAME_END);
+	EXPECT_EQ(exact.value.flags, AL_RS_QUERY);
+	// Wildcard: the name only.
+	EXPECT_EQ(wild.key.prefixlen, AL_NAME_KEY_FIXED_BITS + 8 * k.size());
+	EXPECT_EQ(wild.value.flags, AL_RS_QUERY | AL_RS_WILDCARD);
+	EXPECT_EQ(wild.value.name_len, k.size());
+	// "*.example.com" does not cover example.com: its entry holds its own rule only.
+	ASSERT_EQ(exact.value.count, 1u);
+	EXPECT_EQ(exact.value.ranges[0].port_lo, 443);
+	ASSERT_EQ(wild.value.count, 1u);
+	EXPECT_EQ(wild.value.ranges[0].port_lo, 80);
+	EXPECT_EQ(wild.value.ranges[0].proto_mask, AL_PROTO_TCP);
+}
+
+TEST(DnsCompile, LessSpecificWildcardsFoldIntoMoreSpecificEntries)
+{
+	Policy p = parse(doc(R"({"action": "allow", "domain": "*.example.com", "ports": [443]},
+			       {"action": "deny", "domain": "*.ads.example.com"},
+			       {"action": "allow", "domain": "good.ads.example.com", "ports": [8443]})"));
+	CompiledPolicy c = compile_ok(p);
+	const al_rule_set* good = kernel_name_lookup(c, "good.ads.example.com");
+	ASSERT_NE(good, nullptr);
+	// Its own rule first, then the deny of *.ads, then the allow of *.example.com
+	// (shadowed by the deny, so dropped).
+	ASSERT_EQ(good->count, 2u);
+	EXPECT_EQ(good->ranges[0].rule, 2);
+	EXPECT_EQ(good->ranges[1].rule, 1);
+	EXPECT_TRUE(good->flags & AL_RS_QUERY);
+	const al_rule_set* ads = kernel_name_lookup(c, "tracker.ads.example.com");
+	ASSERT_NE(ads, nullptr);
+	EXPECT_FALSE(ads->flags & AL_RS_QUERY) << "a name only deny rules cover must not be queried";
+	const al_rule_set* www = kernel_name_lookup(c, "www.example.com");
+	ASSERT_NE(www, nullptr);
+	EXPECT_TRUE(www->flags & AL_RS_QUERY);
+	EXPECT_EQ(kernel_name_lookup(c, "example.com"), nullptr);
+	EXPECT_EQ(kernel_name_lookup(c, "badexample.com"), nullptr);
+	EXPECT_EQ(kernel_name_lookup(c, "ads.example.com")->ranges[0].rule, 0);
+}
+
+TEST(DnsCompile, DnsBlock)
+{
+	Policy p = parse(doc("", R"({"resolvers": ["10.0.0.2", "fd00::53", "::ffff:10.0.0.3"], "types": ["a", "TXT"],
+				     "max_name_length": 100, "max_label_length": 20, "tcp": true,
+				     "queries_per_second": 10, "query_burst": 5, "min_ttl": 5, "max_ttl": 60})"));
+	CompiledPolicy c = compile_ok(p);
+	EXPECT_EQ(c.dns.flags, AL_DNS_TCP);
+	EXPECT_EQ(c.dns.max_name_len, 100);
+	EXPECT_EQ(c.dns.max_label_len, 20);
+	ASSERT_EQ(c.dns.ntypes, 2);
+	EXPECT_EQ(c.dns.types[0], 1);
+	EXPECT_EQ(c.dns.types[1], 16);
+	ASSERT_EQ(c.dns.nresolvers, 3);
+	EXPECT_EQ(c.dns.resolvers[0].family, AL_FAMILY_IPV4);
+	EXPECT_EQ(c.dns.resolvers[1].family, AL_FAMILY_IPV6);
+	EXPECT_EQ(c.dns.resolvers[2].family, AL_FAMILY_IPV4) << "v4-mapped resolvers are IPv4, as the kernel sees them";
+	EXPECT_EQ(c.dns.query_interval_ns, 100000000u);
+	EXPECT_EQ(c.dns.query_burst_ns, 400000000u);
+	EXPECT_EQ(c.dns.min_ttl, 5u);
+	EXPECT_EQ(c.dns.max_ttl, 60u);
+}
+
+TEST(DnsCompile, Defaults)
+{
+	CompiledPolicy c = compile_ok(parse(doc("")));
+	EXPECT_EQ(c.dns.flags, 0u);
+	EXPECT_EQ(c.dns.nresolvers, 0);
+	EXPECT_EQ(c.dns.ntypes, 3);  // A, AAAA, CNAME
+	EXPECT_EQ(c.dns.max_label_len, 63);
+	EXPECT_EQ(c.dns.query_interval_ns, 20000000u);  // 50 a second
+	EXPECT_EQ(c.dns.min_ttl, 30u);
+	EXPECT_EQ(c.dns.max_ttl, 3600u);
+}
+
+TEST(DnsCompile, ErrorsNameThePath)
+{
+	EXPECT_EQ(errors_of(doc("", R"({"min_ttl": 100, "max_ttl": 10})")),
+		  std::vector<std::string>{"p.json: dns/min_ttl: 100 is more than max_ttl (10)"});
+	EXPECT_EQ(errors_of(doc("", R"({"queries_per_second": 0})")),
+		  std::vector<std::string>{"p.json: dns/queries_per_second: 0 is out of range (1-100000)"});
+	EXPECT_EQ(errors_of(doc("", R"({"burst": 3})")),
+		  std::vector<std::string>{"p.json: dns: unknown key 'burst'"});
+	std::string nine = R"({"resolvers": [)";
+	for (int i = 1; i <= 9; i++)
+		nine += (i > 1 ? "," : "") + std::string("\"10.0.0.") + std::to_string(i) + "\"";
+	nine += "]}";
+	EXPECT_EQ(errors_of(doc("", nine)), std::vector<std::string>{"p.json: dns/resolvers: 9 resolvers; at most 8"});
+	// 253 characters is a valid name, one more than the kernel matches.
+	std::string longest;
+	while (longest.size() < 253)
+		longest += longest.empty() ? "a" : ".a";
+	ASSERT_EQ(longest.size(), 253u);
+	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "domain": ")" + longest + R"("})")),
+		  std::vector<std::string>{"p.json: rules/0/domain: 253 characters; the kernel matches names of at most 252"});
+}
+
+// The kernel's two lookups (exact entry, else the longest wildcard strictly
+// above) and first-match scan give the rule-by-rule definition, for random
+// policies over a small universe of names that overlap a lot.
+TEST(DnsCompileProperty, KernelLookupMatchesTheDefinition)
+{
+	const std::vector<std::string> universe = {"com", "example.com", "www.example.com", "a.www.example.com",
+						   "ads.example.com", "x.ads.example.com", "badexample.com",
+						   "example.org", "b.example.org", "deep.a.www.example.com"};
+	const std::vector<std::string> ports = {"[443]", "[80, 443]", "[\"1-1024\"]", "[53]", ""};
+	const std::vector<std::string> protos = {"tcp", "udp", "icmp", ""};
+	std::mt19937 rng(20261202);
+	auto pick = [&](const auto& v) { return v[rng() % v.size()]; };
+	size_t checked = 0;
+	for (int round = 0; round < 300; round++) {
+		std::string rules;
+		int n = 1 + rng() % 8;
+		for (int i = 0; i < n; i++) {
+			std::string name = pick(universe);
+			bool wild = rng() % 2;
+			std::string r = R"({"action": ")" + std::string(rng() % 3 ? "allow" : "deny") + R"(", "domain": ")" +
+					(wild ? "*." : "") + name + "\"";
+			std::string pp = pick(ports), pr = pick(protos);
+			if (!pp.empty() && pr != "icmp")
+				r += ", \"ports\": " + pp;
+			if (!pr.empty())
+				r += ", \"protocol\": \"" + pr + "\"";
+			rules += (i ? "," : "") + r + "}";
+		}
+		Policy p = parse(doc(rules));
+		auto cr = compile_policy(p, 5);
+		ASSERT_TRUE(cr.compiled) << rules;
+		for (const auto& name : universe) {
+			for (int port : {1, 53, 80, 443, 1024, 8080}) {
+				for (uint8_t bit : {AL_PROTO_TCP, AL_PROTO_UDP, AL_PROTO_ICMP}) {
+					KernelDecision want = reference_name_decision(p, name, port, bit);
+					KernelDecision got{false, AL_RULE_NONE};
+					if (const al_rule_set* rs = kernel_name_lookup(*cr.compiled, name)) {
+						for (uint32_t i = 0; i < rs->count; i++) {
+							const al_range& r = rs->ranges[i];
+							if (!(r.proto_mask & bit) || port < r.port_lo || port > r.port_hi)
+								continue;
+							got = {r.action == AL_ACTION_ALLOW, r.rule};
+							break;
+						}
+						// A query may leave exactly when some range allows.
+						bool any_allow = false;
+						for (uint32_t i = 0; i < rs->count; i++)
+							any_allow |= rs->ranges[i].action == AL_ACTION_ALLOW;
+						EXPECT_EQ(bool(rs->flags & AL_RS_QUERY), any_allow) << rules << " name " << name;
+					}
+					ASSERT_EQ(got, want) << rules << "\nname " << name << " port " << port << " proto "
+							     << int(bit);
+					checked++;
+				}
+			}
+		}
+	}
+	EXPECT_EQ(checked, 300u * 10 * 6 * 3);
+}
+
+// ---- policy suggest ------------------------------------------------------------------
+
+TEST(Suggest, ResolvedNamesBecomeDomainRulesTheRestCidrs)
+{
+	std::vector<json> lines = {
+		{{"sandbox", "s"}, {"event", "sandbox-start"}},
+		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "egress"}, {"verdict", "audit"}, {"dst", "10.0.0.53"},
+		 {"port", 53}, {"protocol", "udp"}, {"qname", "api.example.com"}, {"qtype", "A"}},
+		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "egress"}, {"verdict", "audit"}, {"dst", "10.0.0.53"},
+		 {"port", 53}, {"protocol", "udp"}, {"qname", "api.example.com"}, {"qtype", "AAAA"}},
+		{{"sandbox", "s"}, {"event", "dns-answer"}, {"qname", "api.example.com"}, {"addr", "192.0.2.7"}},
+		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "egress"}, {"verdict", "audit"}, {"dst", "10.0.0.53"},
+		 {"port", 53}, {"protocol", "udp"}, {"qname", "unused.example.com"}, {"qtype", "A"}},
+		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "connect4"}, {"verdict", "audit"},
+		 {"dst", "192.0.2.7"}, {"port", 443}, {"protocol", "tcp"}},
+		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "connect4"}, {"verdict", "audit"},
+		 {"dst", "192.0.2.7"}, {"port", 444}, {"protocol", "tcp"}},
+		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "sendmsg4"}, {"verdict", "audit"},
+		 {"dst", "198.51.100.1"}, {"port", 123}, {"protocol", "udp"}},
+		// Another sandbox's line is not this run's.
+		{{"sandbox", "other"}, {"event", "decision"}, {"hook", "connect4"}, {"verdict", "audit"},
+		 {"dst", "203.0.113.9"}, {"port", 22}, {"protocol", "tcp"}},
+	};
+	Suggestion s = suggest_policy(lines, {"s", "learned"});
+	json p = json::parse(s.policy.dump());
+	EXPECT_EQ(p["name"], "learned");
+	EXPECT_EQ(p["mode"], "enforce");
+	json rules = p["rules"];
+	ASSERT_EQ(rules.size(), 3u) << p.dump(2);
+	EXPECT_EQ(rules[0], json({{"action", "allow"}, {"domain", "api.example.com"}, {"ports", {"443-444"}},
+				  {"protocol", "tcp"}}));
+	EXPECT_EQ(rules[1]["domain"], "unused.example.com");
+	EXPECT_EQ(rules[1]["ports"], json({53}));
+	EXPECT_EQ(rules[2], json({{"action", "allow"}, {"cidr", "198.51.100.1/32"}, {"ports", {123}},
+				  {"protocol", "udp"}}));
+	EXPECT_EQ(p["dns"]["resolvers"], json({"10.0.0.53"}));
+	EXPECT_EQ(p["dns"]["types"], json({"A", "AAAA"}));
+	EXPECT_EQ(s.flows, 3u);
+	EXPECT_EQ(s.names, 2u);
+	// What it suggests is a valid policy.
+	EXPECT_TRUE(errors_of(s.policy.dump()).empty()) << s.policy.dump(2);
+}
+
+}  // namespace
+}  // namespace airlock
