@@ -5,6 +5,7 @@ PACKAGES=(
   build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   liburing-dev iproute2 util-linux procps python3 curl
+  bind9-dnsutils dnsmasq-base iodine dns2tcp
   qemu-system-x86 busybox-static cpio
 )
 missing=()
