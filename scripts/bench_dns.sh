@@ -49,7 +49,13 @@ for _ in $(seq 50); do ip netns exec "$c" python3 -c 'import socket; socket.crea
 A="build/airlock --bpf-dir /sys/fs/bpf/airlock-dnsbench --state-dir $work/state --cgroup-parent airlock-dnsbench"
 inner="mount --bind $work/resolv.conf /etc/resolv.conf"
 nsenter --net=/run/netns/"$c" unshare -m sh -c "$inner; exec python3 bench/dns_bench.py $N 10.78.0.2 9000" > "$work/base.json"
-nsenter --net=/run/netns/"$c" unshare -m sh -c "$inner; exec $A run --policy $work/policy.json --name dnsbench --audit-log $work/audit.jsonl -- python3 bench/dns_bench.py $N 10.78.0.2 9000" 2>/dev/null > "$work/sand.json"
+# Per-program run time (kernel.bpf_stats_enabled) during the sandboxed run;
+# the programs are looked up by their pins while the sandbox runs.
+stats_was=$(sysctl -n kernel.bpf_stats_enabled)
+sysctl -q kernel.bpf_stats_enabled=1
+trap 'sysctl -q kernel.bpf_stats_enabled="$stats_was"; cleanup' EXIT
+nsenter --net=/run/netns/"$c" unshare -m sh -c "$inner; exec $A run --policy $work/policy.json --name dnsbench --audit-log $work/audit.jsonl -- sh -c 'python3 bench/dns_bench.py $N 10.78.0.2 9000; for p in al_egress al_ingress al_connect4; do bpftool -j prog show pinned /sys/fs/bpf/airlock-dnsbench/progs/\$p > $work/\$p.stats; done'" 2>/dev/null > "$work/sand.json"
+sysctl -q kernel.bpf_stats_enabled="$stats_was"
 python3 - "$work/base.json" "$work/sand.json" "$work/dnsmasq.log" <<'PY'
 import json, statistics, sys
 b, s = (json.load(open(p)) for p in sys.argv[1:3])
@@ -64,4 +70,11 @@ print(f"denied lookup: baseline resolves it in {med(b['denied_us']):.0f} us (med
 print(f"first connect after a lookup: baseline {b['connect_ok']}/{b['resolved']}, sandboxed {s['connect_ok']}/{s['resolved']}")
 print(f"denied names the resolver received from the sandbox run: "
       f"{sum(1 for l in log.splitlines() if 'denied.test' in l and 'query[' in l) - b['n']}")
+PY
+python3 - "$work" <<'PY'
+import json, sys
+for p in ("al_egress", "al_ingress", "al_connect4"):
+    j = json.load(open(f"{sys.argv[1]}/{p}.stats"))
+    n = j.get("run_cnt", 0)
+    print(f"{p}: {n} runs in the sandboxed run, {j.get('run_time_ns', 0) / max(n, 1):.0f} ns per run")
 PY
