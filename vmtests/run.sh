@@ -26,13 +26,16 @@ mkdir -p "$root"/{bin,sbin,etc,proc,sys,dev,tmp,lib64,usr/lib}
 cp /bin/busybox "$root/bin/busybox"
 for app in sh mount mkdir cat grep echo sleep ip nc poweroff ls uname; do ln -s busybox "$root/bin/$app"; done
 cp build/airlock "$root/bin/airlock"
+cc -O2 -static -o "$root/bin/dnsd" vmtests/dnsd.c
 for lib in $(ldd build/airlock | awk '/=> \// {print $3} /^\t\/lib64/ {print $1}'); do
   mkdir -p "$root$(dirname "$lib")"
   cp -L "$lib" "$root$lib"
 done
 cat > "$root/policy.json" <<'JSON'
 {"version": 1, "name": "vm", "on_violation": "deny",
- "rules": [{"action": "allow", "cidr": "127.0.0.1/32", "ports": [8080], "protocol": "tcp"}]}
+ "rules": [{"action": "allow", "cidr": "127.0.0.1/32", "ports": [8080], "protocol": "tcp"},
+           {"action": "allow", "domain": "allowed.test", "ports": [8082], "protocol": "tcp"}],
+ "dns": {"resolvers": ["127.0.0.1"], "types": ["A"]}}
 JSON
 cat > "$root/init" <<'INIT'
 #!/bin/sh
@@ -45,13 +48,23 @@ mount -t bpf bpf /sys/fs/bpf
 ip link set lo up
 echo "VMTEST kernel $(uname -r)"
 nc -l -p 8080 > /tmp/got &
+nc -l -p 8082 > /tmp/got-dns &
+dnsd &
 sleep 1
-airlock run --policy /policy.json --name vm --audit-log /tmp/audit.jsonl -- \
-  sh -c 'echo AIRLOCK-VM-OK | nc -w 2 127.0.0.1 8080; echo AIRLOCK-VM-BAD | nc -w 2 127.0.0.1 8081; echo "denied-rc=$?"'
+# 127.0.0.1:8082 opens only through a learned answer for allowed.test; a
+# query for denied.test never leaves.
+airlock run --policy /policy.json --name vm --audit-log /tmp/audit.jsonl --log-allowed -- \
+  sh -c 'echo AIRLOCK-VM-OK | nc -w 2 127.0.0.1 8080; echo AIRLOCK-VM-BAD | nc -w 2 127.0.0.1 8081; echo "denied-rc=$?";
+         nslookup -type=A allowed.test 127.0.0.1; echo AIRLOCK-VM-DNS | nc -w 2 127.0.0.1 8082;
+         nslookup -type=A denied.test 127.0.0.1; echo "dns-denied-rc=$?"'
 echo "VMTEST run-exit $?"
 sleep 1
 ok=0
 grep -q AIRLOCK-VM-OK /tmp/got && grep -q '"hook":"connect4"' /tmp/audit.jsonl && grep -q '"port":8081' /tmp/audit.jsonl && ok=1
+# The DNS path on this kernel: the learned address carried the connect, the
+# denied name was stopped at egress.
+grep -q AIRLOCK-VM-DNS /tmp/got-dns && grep -q '"reason":"learned"' /tmp/audit.jsonl && \
+  grep -q '"qname":"denied.test".*"reason":"dns-name"\|"reason":"dns-name".*"qname":"denied.test"' /tmp/audit.jsonl || ok=0
 cat /tmp/audit.jsonl
 if [ $ok = 1 ]; then echo "VMTEST PASS"; else echo "VMTEST FAIL"; fi
 poweroff -f
