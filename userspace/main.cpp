@@ -1,5 +1,6 @@
 // airlock: kernel-enforced network egress control for sandboxes.
 #include <cstdlib>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -72,7 +73,11 @@ int main(int argc, char** argv)
 	run->add_flag("--keep-caps", run_opts.keep_caps,
 		      "Do not drop CAP_NET_RAW, CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, "
 		      "CAP_SYS_MODULE from the command");
-	run->add_option("command", run_opts.command, "Command and arguments, after --")->required();
+	// Declared for --help only: the command is taken verbatim from after
+	// "--" below, never through CLI11, which would split an argument such
+	// as "[a,b]" at its commas.
+	std::vector<std::string> command_help;
+	run->add_option("command", command_help, "Command and arguments, after --");
 	run->footer(
 		"Exit status: the command's (128+N if killed by signal N); 120 killed on violation; 121 killed by "
 		"`airlock kill`; 125 airlock error; 126 command not executable; 127 command not found.");
@@ -90,8 +95,18 @@ int main(int argc, char** argv)
 	reload->add_option("name", name, "Sandbox")->required();
 	reload->add_option("file", file, "New policy file")->required();
 
+	int options_end = argc;
+	for (int i = 1; i < argc; i++) {
+		if (std::string_view(argv[i]) == "--") {
+			options_end = i;
+			run_opts.command.assign(argv + i + 1, argv + argc);
+			break;
+		}
+	}
 	try {
-		app.parse(argc, argv);
+		app.parse(options_end, argv);
+		if (run->parsed() && (run_opts.command.empty() || !command_help.empty()))
+			throw CLI::ValidationError("run", "the command comes after --: airlock run --policy P.json -- CMD ARGS...");
 	} catch (const CLI::ParseError& e) {
 		return app.exit(e);
 	}

@@ -799,14 +799,30 @@ std::vector<json> read_json_lines(const std::string& path)
 	return out;
 }
 
+bool field_is(const json& j, const char* key, const std::optional<std::string>& want)
+{
+	if (!want)
+		return true;
+	return j.contains(key) && j[key].is_string() && j[key].get<std::string>() == *want;
+}
+
+std::vector<json> json_objects_in(const std::string& text)
+{
+	std::vector<json> out;
+	std::istringstream in(text);
+	std::string line;
+	while (std::getline(in, line)) {
+		json j = json::parse(line, nullptr, false);
+		if (!j.is_discarded() && j.is_object())
+			out.push_back(std::move(j));
+	}
+	return out;
+}
+
 std::vector<json> decisions(const std::vector<json>& lines, const Match& m)
 {
 	std::vector<json> out;
-	auto str_eq = [](const json& j, const char* k, const std::optional<std::string>& want) {
-		if (!want)
-			return true;
-		return j.contains(k) && j[k].is_string() && j[k].get<std::string>() == *want;
-	};
+	auto str_eq = field_is;
 	for (const auto& j : lines) {
 		if (!j.is_object() || j.value("event", "") != "decision")
 			continue;
@@ -1190,13 +1206,7 @@ RunResult Env::run(const RunSpec& s, Ms timeout)
 	rr.r.status = st ? *st : -1;
 	rr.r.out = p.out();
 	rr.r.err = p.err();
-	std::istringstream in(rr.r.out);
-	std::string line;
-	while (std::getline(in, line)) {
-		json j = json::parse(line, nullptr, false);
-		if (!j.is_discarded() && j.is_object())
-			rr.out_json.push_back(j);
-	}
+	rr.out_json = json_objects_in(rr.r.out);
 	return rr;
 }
 

@@ -197,6 +197,10 @@ struct Match {
 	std::string describe() const;
 };
 std::vector<json> read_json_lines(const std::string& path);
+// The JSON objects among the lines of text (a client's stdout); other lines are skipped.
+std::vector<json> json_objects_in(const std::string& text);
+// j[key] is the string want, or want is not set.
+bool field_is(const json& j, const char* key, const std::optional<std::string>& want);
 std::vector<json> decisions(const std::vector<json>& lines, const Match& m);
 std::vector<json> events(const std::vector<json>& lines, const std::string& event);
 std::string dump_lines(const std::vector<json>& lines, size_t max = 60);

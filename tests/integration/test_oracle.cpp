@@ -14,13 +14,7 @@ protected:
 	{
 		RunResult rr;
 		rr.r = env().in_client(argv, timeout);
-		std::istringstream in(rr.r.out);
-		std::string line;
-		while (std::getline(in, line)) {
-			json j = json::parse(line, nullptr, false);
-			if (!j.is_discarded() && j.is_object())
-				rr.out_json.push_back(j);
-		}
+		rr.out_json = json_objects_in(rr.r.out);
 		return rr;
 	}
 	void expect_seen(const std::string& marker, bool data, bool frames)

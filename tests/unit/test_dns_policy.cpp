@@ -328,5 +328,23 @@ TEST(Suggest, ResolvedNamesBecomeDomainRulesTheRestCidrs)
 	EXPECT_TRUE(errors_of(s.policy.dump()).empty()) << s.policy.dump(2);
 }
 
+TEST(Suggest, SharedAddressGoesToTheNameAnsweredLast)
+{
+	auto answer = [](const char* name) {
+		return json{{"sandbox", "s"}, {"event", "dns-answer"}, {"qname", name}, {"addr", "192.0.2.7"}};
+	};
+	auto connect = [](int port) {
+		return json{{"sandbox", "s"}, {"event", "decision"}, {"hook", "connect4"}, {"verdict", "audit"},
+			    {"dst", "192.0.2.7"}, {"port", port}, {"protocol", "tcp"}};
+	};
+	std::vector<json> lines = {answer("a.example.com"), connect(443), answer("b.example.com"), connect(8443)};
+	json rules = json::parse(suggest_policy(lines, {"s", "x"}).policy.dump())["rules"];
+	ASSERT_EQ(rules.size(), 2u) << rules.dump(2);
+	EXPECT_EQ(rules[0]["domain"], "a.example.com");
+	EXPECT_EQ(rules[0]["ports"], json({443}));
+	EXPECT_EQ(rules[1]["domain"], "b.example.com");
+	EXPECT_EQ(rules[1]["ports"], json({8443}));
+}
+
 }  // namespace
 }  // namespace airlock

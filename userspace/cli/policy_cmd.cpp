@@ -13,6 +13,24 @@
 
 namespace airlock {
 
+namespace {
+
+// An entry's port ranges, in the order the kernel tries them.
+void print_ranges(const al_rule_set& rs)
+{
+	for (uint32_t i = 0; i < rs.count && i < AL_MAX_RANGES; i++) {
+		const al_range& r = rs.ranges[i];
+		std::string protos;
+		if (r.proto_mask & AL_PROTO_TCP) protos += "tcp ";
+		if (r.proto_mask & AL_PROTO_UDP) protos += "udp ";
+		if (r.proto_mask & AL_PROTO_ICMP) protos += "icmp ";
+		fmt::print("    {} ports {}-{} {}(rule {})\n", r.action == AL_ACTION_ALLOW ? "allow" : "deny ", r.port_lo,
+			   r.port_hi, protos, r.rule);
+	}
+}
+
+}  // namespace
+
 int cmd_policy_check(const std::vector<std::string>& files)
 {
 	int bad = 0;
@@ -55,15 +73,7 @@ int cmd_policy_show(const std::string& file)
 	for (const auto& e : c.compiled->prefixes) {
 		Address a = from_raw(static_cast<uint8_t>(e.key.family), e.key.addr);
 		fmt::print("  {}/{}\n", format_address(a), e.key.prefixlen - AL_LPM_FIXED_BITS);
-		for (uint32_t i = 0; i < e.value.count; i++) {
-			const al_range& r = e.value.ranges[i];
-			std::string protos;
-			if (r.proto_mask & AL_PROTO_TCP) protos += "tcp ";
-			if (r.proto_mask & AL_PROTO_UDP) protos += "udp ";
-			if (r.proto_mask & AL_PROTO_ICMP) protos += "icmp ";
-			fmt::print("    {} ports {}-{} {}(rule {})\n", r.action == AL_ACTION_ALLOW ? "allow" : "deny ",
-				   r.port_lo, r.port_hi, protos, r.rule);
-		}
+		print_ranges(e.value);
 	}
 	fmt::print("name entries ({}), the most specific name decides, then the first matching range:\n",
 		   c.compiled->names.size());
@@ -72,15 +82,7 @@ int cmd_policy_show(const std::string& file)
 		bool wildcard = e.value.flags & AL_RS_WILDCARD;
 		fmt::print("  {}{}{}\n", wildcard ? "*." : "", name ? *name : "?",
 			   (e.value.flags & AL_RS_QUERY) ? "" : " (queries denied)");
-		for (uint32_t i = 0; i < e.value.count; i++) {
-			const al_range& r = e.value.ranges[i];
-			std::string protos;
-			if (r.proto_mask & AL_PROTO_TCP) protos += "tcp ";
-			if (r.proto_mask & AL_PROTO_UDP) protos += "udp ";
-			if (r.proto_mask & AL_PROTO_ICMP) protos += "icmp ";
-			fmt::print("    {} ports {}-{} {}(rule {})\n", r.action == AL_ACTION_ALLOW ? "allow" : "deny ",
-				   r.port_lo, r.port_hi, protos, r.rule);
-		}
+		print_ranges(e.value);
 	}
 	const DnsPolicy& d = p.dns;
 	std::string resolvers;

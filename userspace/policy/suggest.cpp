@@ -51,7 +51,9 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 {
 	Suggestion s;
 	std::set<std::string> resolvers, types;
-	std::map<std::string, std::set<std::string>> names_of;  // address -> names an answer gave it
+	// address -> the name whose answer gave it last: the kernel judges a
+	// shared address by that name's rules, and so does the suggestion.
+	std::map<std::string, std::string> name_of;
 	std::set<std::string> queried;                           // names let out (or that would have been)
 	// (name or address, protocol) -> ports
 	std::map<std::pair<std::string, std::string>, std::set<int>> by_name, by_addr;
@@ -66,7 +68,7 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 				continue;
 			std::string name = str(j, "qname"), addr = str(j, "addr");
 			if (!name.empty() && !addr.empty())
-				names_of[addr].insert(name);
+				name_of[addr] = name;
 			continue;
 		}
 		if (event != "decision")
@@ -95,12 +97,10 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 			resolvers.insert(dst);  // a socket to the resolver
 			continue;
 		}
-		auto names = names_of.find(dst);
-		if (names != names_of.end()) {
-			for (const auto& n : names->second) {
-				by_name[{n, proto}].insert(port);
-				flows.insert({n, proto, port});
-			}
+		auto answered = name_of.find(dst);
+		if (answered != name_of.end()) {
+			by_name[{answered->second, proto}].insert(port);
+			flows.insert({answered->second, proto, port});
 		} else {
 			by_addr[{dst, proto}].insert(port);
 			flows.insert({dst, proto, port});

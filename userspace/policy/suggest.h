@@ -1,7 +1,9 @@
 #pragma once
 // `airlock policy suggest`: a policy that allows exactly what an audit-mode
-// run used, learned from its audit log. Addresses that a DNS answer gave
-// the sandbox become domain rules; the rest, CIDR rules.
+// run used, learned from its audit log. An address that a DNS answer gave
+// the sandbox before it connected becomes a domain rule for that answer's
+// name (the latest, for an address several names share); the rest, CIDR
+// rules.
 #include <optional>
 #include <string>
 #include <vector>
