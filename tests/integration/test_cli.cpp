@@ -166,6 +166,25 @@ TEST_F(Cli, RunPassesTheCommandsStatusThrough)
 	EXPECT_EQ(fds.r.out, "0 1 2 3 ") << "fd 3 is ls's own directory; anything more was inherited";
 }
 
+TEST_F(Cli, RunPassesTheCommandVerbatim)
+{
+	// Arguments that look like option lists, empty ones, and "--" again reach
+	// the command as written.
+	std::string p = env().write_policy("ok.json", base_policy("it-cli"));
+	RunSpec s;
+	s.policy = p;
+	s.name = "v" + env().id;
+	s.cmd = {"/usr/bin/printf", "<%s>", "[.a,.b]", "", "a,b", "--", "-n", "--help"};
+	RunResult rr = env().run(s, 15s);
+	EXPECT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_EQ(rr.r.out, "<[.a,.b]><><a,b><--><-n><--help>") << rr.describe();
+	// Without "--" there is no command: a usage error, nothing created.
+	Result r = env().airlock({"run", "--policy", p, "--name", "w" + env().id, "/bin/true"});
+	EXPECT_NE(r.status, 0) << r.describe();
+	EXPECT_NE(r.err.find("after --"), std::string::npos) << r.describe();
+	EXPECT_FALSE(exists(env().sandbox_cgroup("w" + env().id)));
+}
+
 TEST_F(Cli, TwoSandboxesCannotShareAName)
 {
 	std::string p = env().write_policy("ok.json", base_policy("it-cli"));
