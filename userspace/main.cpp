@@ -91,6 +91,21 @@ int main(int argc, char** argv)
 	thaw->add_option("name", name, "Sandbox")->required();
 	auto* killc = app.add_subcommand("kill", "Kill every process of a sandbox");
 	killc->add_option("name", name, "Sandbox")->required();
+	AttachOptions attach_opts;
+	auto* attach = app.add_subcommand("attach", "Enforce a policy on an existing cgroup (a container, a unit)");
+	auto* attach_cg = attach->add_option("--cgroup", attach_opts.cgroup,
+					     "The cgroup: absolute, or relative to the cgroup2 mount");
+	attach->add_option("--pid", attach_opts.pid, "The cgroup of this process (how a container is attached)")
+		->excludes(attach_cg);
+	attach->add_option("--policy,-p", attach_opts.policy_file, "Policy file")->required();
+	attach->add_option("--name,-n", attach_opts.name, "Sandbox name (default: the cgroup's own name)");
+	attach->add_option("--audit-log", attach_opts.audit_log,
+			   "JSON-lines audit log (default /var/log/airlock/audit.jsonl)");
+	attach->add_flag("--log-allowed", attach_opts.log_allowed, "Also log allowed connections and datagrams");
+	auto* detach = app.add_subcommand("detach", "Stop enforcing on an attached cgroup; its processes run on");
+	detach->add_option("name", name, "Sandbox")->required();
+	auto* daemon = app.add_subcommand(
+		"daemon", "Supervise every sandbox without a runner: events to the audit log, violations to freeze or kill");
 	auto* reload = app.add_subcommand("reload", "Swap a running sandbox's policy atomically");
 	reload->add_option("name", name, "Sandbox")->required();
 	reload->add_option("file", file, "New policy file")->required();
@@ -130,6 +145,15 @@ int main(int argc, char** argv)
 			return cmd_kill(paths, name);
 		if (reload->parsed())
 			return cmd_reload(paths, name, file);
+		if (attach->parsed()) {
+			if (attach_opts.cgroup.empty() && attach_opts.pid <= 0)
+				fail("attach: give --cgroup PATH or --pid PID");
+			return cmd_attach(paths, attach_opts);
+		}
+		if (detach->parsed())
+			return cmd_detach(paths, name);
+		if (daemon->parsed())
+			return cmd_daemon(paths);
 	} catch (const std::exception& e) {
 		spdlog::error("{}", e.what());
 		return is_run ? kExitAirlockError : kExitFailure;

@@ -29,6 +29,15 @@ struct RunOptions {
 	std::vector<std::string> command;
 };
 
+struct AttachOptions {
+	std::string cgroup;  // absolute, or relative to the cgroup2 mount
+	int pid = 0;         // or the cgroup of this process
+	std::string policy_file;
+	std::string name;
+	std::string audit_log;
+	bool log_allowed = false;
+};
+
 int cmd_policy_check(const std::vector<std::string>& files);
 int cmd_policy_show(const std::string& file);
 int cmd_policy_suggest(const std::string& audit_log, const SuggestOptions& o);
@@ -37,5 +46,8 @@ int cmd_status(const Paths&, bool json);
 int cmd_thaw(const Paths&, const std::string& name);
 int cmd_kill(const Paths&, const std::string& name);
 int cmd_reload(const Paths&, const std::string& name, const std::string& file);
+int cmd_attach(const Paths&, const AttachOptions&);
+int cmd_detach(const Paths&, const std::string& name);
+int cmd_daemon(const Paths&);
 
 }  // namespace airlock

@@ -111,6 +111,7 @@ int cmd_status(const Paths& paths, bool as_json)
 			  {"policy_file", r.policy_file},
 			  {"runner_pid", r.runner_pid},
 			  {"runner_alive", runner_alive(r)},
+			  {"attached", r.attached},
 			  {"latched", l.violated_ns != 0},
 			  {"populated", ev && ev->populated},
 			  {"created", r.created},
@@ -132,7 +133,9 @@ int cmd_status(const Paths& paths, bool as_json)
 	fmt::print("{:<24} {:<12} {:<20} {:>8} {:>10} {:>12} {:>9} {:>8}  {}\n", "NAME", "STATE", "POLICY", "RUNNER",
 		   "VIOLATIONS", "EGRESS", "DNS-DENY", "LEARNED", "CGROUP");
 	for (const auto& s : out["sandboxes"]) {
-		std::string runner = s["runner_alive"].get<bool>() ? std::to_string(s["runner_pid"].get<int>()) : "dead";
+		std::string runner = s["runner_alive"].get<bool>() ? std::to_string(s["runner_pid"].get<int>())
+				     : s["attached"].get<bool>() ? "attached"
+								  : "dead";
 		fmt::print("{:<24} {:<12} {:<20} {:>8} {:>10} {:>12} {:>9} {:>8}  {}\n", s["name"].get<std::string>(),
 			   s["state"].get<std::string>(), s["policy"].get<std::string>(), runner,
 			   s["counters"]["violations"].get<uint64_t>(),

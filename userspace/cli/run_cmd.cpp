@@ -27,6 +27,7 @@
 #include "kernel/kernel.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/supervisor.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -48,13 +49,6 @@ namespace {
 // needs CAP_NET_RAW) or to undo them (bpf, cgroup moves, ptrace of the agent).
 const int kDroppedCaps[] = {CAP_NET_RAW, CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE,
 			    CAP_SYS_MODULE};
-
-uint64_t monotonic_ns()
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
 
 void drop_caps_in_child()
 {
@@ -204,182 +198,6 @@ Child spawn(const std::string& name, const std::string& cgroup_path, const RunOp
 	return c;
 }
 
-enum class State { Running, Frozen, Killed };
-
-struct Runner {
-	kernel::Kernel& k;
-	const Paths& paths;
-	SandboxRecord rec;
-	AuditLog& audit;
-	Policy policy;  // what the live bank was compiled from, to name rules
-	State state = State::Running;
-	bool killed_on_violation = false;
-
-	// dns: the whole record when e is the head of a DNS event.
-	void on_event(const al_event& e, const al_dns_event* dns)
-	{
-		// A reload switched banks: the record names the policy now enforced,
-		// and the state directory keeps the text that bank came from.
-		if (e.policy_id && e.policy_id != policy_id_of(rec.slot, rec.bank)) {
-			if (auto r = load_record(paths, rec.name)) {
-				rec = *r;
-				if (auto p = parse_policy_file(paths.policy_copy(rec.name, rec.bank)); p.policy)
-					policy = *p.policy;
-			}
-		}
-		json j = dns ? dns_json(*dns) : decision_json(e);
-		j["policy"] = rec.policy_name;
-		if (e.rule != AL_RULE_NONE && e.rule < policy.rules.size())
-			j["rule_text"] = describe(policy.rules[e.rule]);
-		audit.write(rec.name, j);
-		if (!terminal_budget())
-			return;
-		std::string line = dns ? dns_line(*dns) : decision_line(e);
-		if (e.verdict == AL_VERDICT_ALLOW)
-			spdlog::info("{}: {}", rec.name, line);
-		else
-			spdlog::warn("{}: {}", rec.name, line);
-	}
-
-	// Learned addresses stay in the kernel this long past their TTL, so
-	// that flows let through while they were valid keep going; then they
-	// are removed and their table space is free again.
-	static constexpr uint64_t kLearnedLingerNs = 600ull * 1000000000ull;
-	uint64_t last_sweep = 0;
-	void sweep_learned()
-	{
-		uint64_t now = monotonic_ns();
-		if (now - last_sweep < 1000000000ull || now < kLearnedLingerNs)
-			return;
-		last_sweep = now;
-		try {
-			k.sweep_learned(rec.slot, now - kLearnedLingerNs);
-		} catch (const std::exception& ex) {
-			spdlog::warn("{}: sweeping learned addresses: {}", rec.name, ex.what());
-		}
-	}
-
-	// The audit log takes every event; the terminal at most 20 a second, so
-	// a flood cannot make the agent spend its time on a console.
-	uint64_t window_start = 0;
-	unsigned in_window = 0, suppressed = 0;
-	bool terminal_budget()
-	{
-		uint64_t now = monotonic_ns();
-		if (now - window_start >= 1000000000ull) {
-			if (suppressed)
-				spdlog::warn("{}: {} more decisions in the last second are only in the audit log", rec.name,
-					     suppressed);
-			window_start = now;
-			in_window = suppressed = 0;
-		}
-		if (in_window < 20) {
-			in_window++;
-			return true;
-		}
-		suppressed++;
-		return false;
-	}
-
-	// SIGHUP sent with kill(2): enforce the policy file again, as `airlock reload` would.
-	void reload_from_file()
-	{
-		auto r = load_record(paths, rec.name);
-		if (!r)
-			return;
-		std::string file = r->policy_file;
-		try {
-			Policy p = load_policy(file);
-			FileLock lock(paths.lock_file());
-			auto cur = load_record(paths, rec.name);
-			if (!cur)
-				return;
-			reload_sandbox(k, paths, *cur, p, file);
-			rec = *cur;
-			policy = p;
-			audit.write(rec.name, json{{"event", "reload"}, {"result", "ok"}, {"policy", p.name},
-						   {"policy_file", file}, {"by", "SIGHUP"}});
-			spdlog::info("{}: reloaded {} on SIGHUP", rec.name, file);
-		} catch (const PolicyRejected& e) {
-			audit.write(rec.name, json{{"event", "reload"}, {"result", "error"}, {"policy_file", file},
-						   {"errors", e.lines()}, {"by", "SIGHUP"}});
-			for (const auto& l : e.lines())
-				spdlog::error("{}", l);
-			spdlog::error("{}: reload rejected; policy '{}' stays enforced", rec.name, rec.policy_name);
-		} catch (const std::exception& e) {
-			spdlog::error("{}: reload failed: {}; the old policy stays enforced", rec.name, e.what());
-		}
-	}
-
-	// The kernel latch is the source of truth: events only make us look sooner.
-	void check_latch()
-	{
-		if (state != State::Running)
-			return;
-		al_latch l = k.latch(rec.slot);
-		if (!l.violated_ns)
-			return;
-		auto sb = k.sandbox(rec.cgroup_id);
-		uint8_t action = sb ? sb->on_violation : uint8_t(AL_ON_VIOLATION_FREEZE);
-		if (action == AL_ON_VIOLATION_KILL) {
-			cgroup::kill(rec.cgroup);
-			bool empty = cgroup::wait_empty(rec.cgroup, 5s);
-			uint64_t lat = monotonic_ns() - l.violated_ns;
-			state = State::Killed;
-			killed_on_violation = true;
-			audit.write(rec.name, json{{"event", "killed"}, {"by", "policy"}, {"latency_us", lat / 1000},
-						   {"complete", empty}});
-			spdlog::warn("{}: killed on violation, {:.3f} ms after it", rec.name, lat / 1e6);
-			return;
-		}
-		cgroup::freeze(rec.cgroup);
-		bool frozen = cgroup::wait_frozen(rec.cgroup, true, 5s);
-		uint64_t lat = monotonic_ns() - l.violated_ns;
-		if (!frozen) {
-			spdlog::error("{}: cgroup.events did not report frozen 1 within 5 s", rec.name);
-			audit.write(rec.name, json{{"event", "freeze-failed"}, {"latency_us", lat / 1000}});
-			return;
-		}
-		state = State::Frozen;
-		audit.write(rec.name, json{{"event", "frozen"}, {"latency_us", lat / 1000}});
-		spdlog::warn("{}: frozen {:.3f} ms after the violation; `airlock thaw {}` or `airlock kill {}`",
-			     rec.name, lat / 1e6, rec.name, rec.name);
-	}
-
-	void check_thawed()
-	{
-		if (state != State::Frozen)
-			return;
-		auto ev = cgroup::events(rec.cgroup);
-		if (ev && ev->populated && !ev->frozen) {
-			state = State::Running;
-			// cgroup.kill unfreezes on its way to killing: that is no thaw.
-			std::error_code ec;
-			if (!std::filesystem::exists(paths.kill_marker(rec.name), ec))
-				spdlog::info("{}: thawed", rec.name);
-		}
-	}
-};
-
-int ring_cb(void* ctx, void* data, size_t size)
-{
-	if (size < sizeof(al_event))
-		return 0;
-	al_event e;
-	std::memcpy(&e, data, sizeof(e));
-	auto* r = static_cast<Runner*>(ctx);
-	if ((e.kind == AL_EVENT_DNS_QUERY || e.kind == AL_EVENT_DNS_ANSWER) && size >= sizeof(al_dns_event)) {
-		al_dns_event d;
-		std::memcpy(&d, data, sizeof(d));
-		r->on_event(d.base, &d);
-	} else {
-		r->on_event(e, nullptr);
-	}
-	if (e.latched)
-		r->check_latch();
-	return 0;
-}
-
 int exit_status_of(const siginfo_t& si)
 {
 	if (si.si_code == CLD_EXITED)
@@ -435,20 +253,20 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 		     rec.cgroup_id, policy.name, to_string(policy.mode), to_string(policy.on_violation),
 		     k->adopted() ? "adopted from pins" : "loaded and pinned");
 
-	Runner runner{*k, paths, rec, audit, policy};
-	Fd ringfd = k->ring(rec.slot);
-	ring_buffer* rb = ringfd.valid() ? ring_buffer__new(ringfd.get(), ring_cb, &runner, nullptr) : nullptr;
-	if (!rb) {
+	std::unique_ptr<Supervisor> sup;
+	try {
+		sup = std::make_unique<Supervisor>(*k, paths, rec, policy);
+	} catch (...) {
 		FileLock lock(paths.lock_file());
 		destroy_sandbox(*k, paths, rec);
-		fail("cannot open the event ring of sandbox {}", name);
+		throw;
 	}
 
 	Child child;
 	try {
 		child = spawn(name, rec.cgroup, o);
 	} catch (...) {
-		ring_buffer__free(rb);
+		sup.reset();
 		FileLock lock(paths.lock_file());
 		destroy_sandbox(*k, paths, rec);
 		throw;
@@ -465,7 +283,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 		if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
 			fail_errno("epoll_ctl");
 	};
-	add(ring_buffer__epoll_fd(rb), 1);
+	add(sup->epoll_fd(), 1);
 	add(child.pidfd.get(), 2);
 	add(sigfd.get(), 3);
 
@@ -478,10 +296,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 		int n = ::epoll_wait(ep.get(), evs, 4, 200);
 		if (n < 0 && errno != EINTR)
 			fail_errno("epoll_wait");
-		ring_buffer__consume(rb);
-		runner.check_latch();
-		runner.check_thawed();
-		runner.sweep_learned();
+		sup->poll();
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u64 == 2) {
 				if (::waitid(static_cast<idtype_t>(P_PIDFD), child.pidfd.get(), &si, WEXITED) == 0)
@@ -492,20 +307,20 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 					// Passed on only when sent with kill(2): a terminal's ^C
 					// already reached the child through its process group.
 					if (ssi.ssi_signo == SIGHUP && ssi.ssi_code == SI_USER)
-						runner.reload_from_file();
+						sup->reload_from_file("SIGHUP");
 					else if (ssi.ssi_signo != SIGCHLD && ssi.ssi_code == SI_USER)
 						::kill(child.pid, ssi.ssi_signo);
 				}
 			}
 		}
 	}
-	ring_buffer__consume(rb);
-	ring_buffer__free(rb);
+	bool killed_on_violation = sup->killed_on_violation();
+	sup.reset();  // reads what is left in the ring
 
 	int status = exit_status_of(si);
 	std::error_code ec;
 	bool by_operator = std::filesystem::exists(paths.kill_marker(name), ec);
-	if (runner.killed_on_violation)
+	if (killed_on_violation)
 		status = kExitKilledOnViolation;
 	else if (by_operator)
 		status = kExitKilledByOperator;

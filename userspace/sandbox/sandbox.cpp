@@ -78,8 +78,9 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 		fail("'{}' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)", o.name);
 	if (load_record(paths, o.name))
 		fail("a sandbox named '{}' exists already (airlock status)", o.name);
-	std::string cg = cgroup::path_of(paths.cgroup_parent + "/" + o.name);
-	if (fs::exists(cg))
+	bool attached = !o.existing_cgroup.empty();
+	std::string cg = attached ? o.existing_cgroup : cgroup::path_of(paths.cgroup_parent + "/" + o.name);
+	if (!attached && fs::exists(cg))
 		fail("cgroup {} exists already", cg);
 
 	auto records = load_records(paths);
@@ -106,8 +107,10 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 	r.audit_log = o.audit_log;
 	r.log_allowed = o.log_allowed;
 	r.created = now_rfc3339();
+	r.attached = attached;
 
-	cgroup::create(cg);
+	if (!attached)
+		cgroup::create(cg);
 	try {
 		r.cgroup_id = cgroup::id_of(cg);
 		r.level = cgroup::level_of(cg);
@@ -171,7 +174,7 @@ void reload_sandbox(kernel::Kernel& k, const Paths& paths, SandboxRecord& r, con
 
 void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord& r)
 {
-	if (auto ev = cgroup::events(r.cgroup); ev && ev->populated) {
+	if (auto ev = cgroup::events(r.cgroup); !r.attached && ev && ev->populated) {
 		cgroup::kill(r.cgroup);
 		if (!cgroup::wait_empty(r.cgroup, 5s))
 			fail("processes of sandbox '{}' did not exit after cgroup.kill", r.name);
@@ -188,8 +191,36 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 	k.delete_ring(r.slot);
 	k.delete_dns_tables(r.slot);
 	k.clear_latch(r.slot);
-	cgroup::remove(r.cgroup);
+	if (!r.attached)
+		cgroup::remove(r.cgroup);
 	remove_record(paths, r.name);
+}
+
+std::string resolve_attach_target(const Paths& paths, const std::string& cgroup, int pid)
+{
+	std::string cg;
+	if (pid > 0) {
+		if (!fs::exists("/proc/" + std::to_string(pid)))
+			fail("--pid {}: no such process", pid);
+		cg = cgroup::of_pid(pid);
+	} else if (!cgroup.empty() && cgroup.front() == '/' &&
+		   fs::path(cgroup).lexically_normal().string().rfind(cgroup::mount_point(), 0) == 0) {
+		cg = fs::path(cgroup).lexically_normal().string();
+	} else {
+		cg = cgroup::path_of(cgroup);
+	}
+	while (cg.size() > 1 && cg.back() == '/')
+		cg.pop_back();
+	std::error_code ec;
+	if (!fs::is_directory(cg, ec) || !fs::exists(cg + "/cgroup.procs", ec))
+		fail("{} is not a cgroup under {}", cg, cgroup::mount_point());
+	if (cgroup::level_of(cg) <= 0)
+		fail("{} is the root cgroup: attach to a cgroup below it", cg);
+	uint64_t id = cgroup::id_of(cg);
+	for (const auto& r : load_records(paths))
+		if (r.cgroup_id == id || r.cgroup == cg)
+			fail("{} is sandbox '{}' already (airlock detach {} first)", cg, r.name, r.name);
+	return cg;
 }
 
 }  // namespace airlock

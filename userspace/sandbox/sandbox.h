@@ -29,6 +29,9 @@ struct CreateOptions {
 	std::string audit_log;
 	bool log_allowed = false;
 	int runner_pid = 0;
+	// An existing cgroup (absolute path) to enforce instead of creating
+	// <parent>/<name>: its processes are judged from the moment this returns.
+	std::string existing_cgroup;
 };
 
 // Everything is in place when this returns: entry, rules, ring, links. A
@@ -40,8 +43,14 @@ SandboxRecord create_sandbox(kernel::Kernel&, const Paths&, const CreateOptions&
 // call sees the old policy or the new one, never a mix or nothing.
 void reload_sandbox(kernel::Kernel&, const Paths&, SandboxRecord&, const Policy&, const std::string& file);
 
-// Kills what is left in the cgroup, then removes links, entries and the cgroup.
+// Kills what is left in the cgroup, then removes links, entries and the
+// cgroup. An attached cgroup keeps its processes and stays.
 void destroy_sandbox(kernel::Kernel&, const Paths&, const SandboxRecord&);
+
+// The cgroup that `airlock attach` names: an absolute path under the cgroup2
+// mount, a path relative to it, or the cgroup of a process. Checked: it
+// exists, it is not the root, no sandbox holds it yet.
+std::string resolve_attach_target(const Paths&, const std::string& cgroup, int pid);
 
 // Parses and compiles FILE for a check; throws PolicyRejected with every error.
 Policy load_policy(const std::string& file);

@@ -26,7 +26,7 @@ json to_json(const SandboxRecord& r)
 		    {"level", r.level},         {"slot", r.slot},           {"bank", r.bank},
 		    {"policy_file", r.policy_file}, {"policy_name", r.policy_name}, {"runner_pid", r.runner_pid},
 		    {"runner_start", r.runner_start}, {"audit_log", r.audit_log}, {"log_allowed", r.log_allowed},
-		    {"created", r.created}};
+		    {"created", r.created},     {"attached", r.attached}};
 }
 
 SandboxRecord from_json(const json& j)
@@ -45,6 +45,7 @@ SandboxRecord from_json(const json& j)
 	r.audit_log = j.value("audit_log", "");
 	r.log_allowed = j.value("log_allowed", false);
 	r.created = j.value("created", "");
+	r.attached = j.value("attached", false);
 	return r;
 }
 

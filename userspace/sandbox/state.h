@@ -39,6 +39,7 @@ struct SandboxRecord {
 	std::string audit_log;
 	bool log_allowed = false;
 	std::string created;  // RFC 3339
+	bool attached = false;  // an existing cgroup: airlock neither kills its processes nor removes it
 };
 
 // The kernel policy id of a slot's bank: two per slot, so a reload writes

@@ -1,0 +1,238 @@
+// Cgroups that airlock did not create: `airlock attach` enforces a policy on
+// a cgroup made outside it, with processes already inside (found by path or
+// by a process's PID, as a container is), and `airlock detach` stops doing so
+// without touching the processes or the cgroup. `airlock daemon` supervises
+// such sandboxes: their violations reach the audit log and freeze them.
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "fixture.h"
+
+namespace it {
+namespace {
+
+class Attach : public AirlockTest {
+protected:
+	json progress(const std::string& file)
+	{
+		auto t = try_read_file(env().path(file));
+		if (!t)
+			return json::object();
+		json j = json::parse(*t, nullptr, false);
+		return j.is_discarded() ? json::object() : j;
+	}
+	long count(const std::string& file, const char* dest, const char* what)
+	{
+		json p = progress(file);
+		return p.contains(dest) ? p[dest].value(what, 0L) : 0L;
+	}
+
+	// A cgroup made the way a container runtime would: mkdir under the
+	// test's own parent, no airlock involved.
+	std::string make_cgroup(const std::string& leaf)
+	{
+		std::string parent = cgroup2_mount() + "/" + env().cgroup_parent;
+		::mkdir(parent.c_str(), 0755);
+		std::string cg = parent + "/" + leaf;
+		if (::mkdir(cg.c_str(), 0755) != 0)
+			throw std::runtime_error("mkdir " + cg + ": " + errno_name(errno));
+		return cg;
+	}
+
+	// `airlock daemon` for this test's state directory, ready when it says so.
+	Proc& start_daemon()
+	{
+		Proc& d = env().start(env().airlock_argv({"daemon"}), "daemon");
+		if (!wait_until([&] { return d.err().find("watching") != std::string::npos || !d.running(); }, 10s) ||
+		    !d.running())
+			throw std::runtime_error("the daemon did not start: " + d.describe());
+		return d;
+	}
+
+	::testing::AssertionResult LoggedSoon(const Match& m, const std::string& sandbox)
+	{
+		wait_until([&] { return !decisions(env().audit(), m).empty(); }, 5s);
+		return Logged(env().audit(), m, sandbox);
+	}
+
+	// argv that puts itself into cgroup cg, then runs cmd in the client namespace.
+	std::vector<std::string> inside(const std::string& cg, const std::vector<std::string>& cmd)
+	{
+		std::vector<std::string> a = {"nsenter", "--net=" + env().topo->client_ns_path(), "/bin/sh", "-c",
+					      "echo $$ > \"$0/cgroup.procs\" && shift && exec \"$@\"", cg, "-"};
+		a.insert(a.end(), cmd.begin(), cmd.end());
+		return a;
+	}
+};
+
+TEST_F(Attach, ARunningProcessIsEnforcedFromAttachUntilDetach)
+{
+	Proc& daemon = start_daemon();
+	std::string cg = make_cgroup("ext");
+	std::string prefix = "AIRLOCK-MARK-at-" + env().id + "-" + random_hex(8);
+	Proc& client = env().start(
+		inside(cg, env().py("loop.py", {"--proto", "udp", "--allowed", dest4(kAllowed4, 9000), "--denied",
+						dest4(kDenied4, 9001), "--prefix", prefix, "--progress",
+						env().path("loop.json"), "--stop", env().path("stop"), "--max", "100000",
+						"--seconds", "25", "--interval", "0.005"})),
+		"client");
+	// Unenforced: the denied destination is reached (the oracle can fail).
+	ASSERT_TRUE(wait_until([&] { return count("loop.json", "denied", "ok") >= 3; }, 10s)) << client.describe();
+
+	std::string name = "x" + env().id;
+	std::string policy = env().write_policy("policy.json", base_policy("it-attach"));
+	Result a = env().airlock({"attach", "--pid", std::to_string(client.pid()), "--policy", policy, "--name", name,
+				  "--audit-log", env().audit_path()});
+	ASSERT_EQ(a.status, 0) << a.describe();
+	EXPECT_NE(a.out.find(cg), std::string::npos) << "attach names the cgroup it found for the PID: " << a.out;
+
+	// From now on every denied send fails; allowed ones go on.
+	ASSERT_TRUE(wait_until([&] { return count("loop.json", "denied", "fail") >= 5; }, 10s)) << client.describe();
+	long denied_ok = count("loop.json", "denied", "ok");
+	long allowed_ok = count("loop.json", "allowed", "ok");
+	ASSERT_TRUE(wait_until([&] { return count("loop.json", "allowed", "ok") >= allowed_ok + 30; }, 10s));
+	EXPECT_EQ(count("loop.json", "denied", "ok"), denied_ok) << "a denied send succeeded after attach";
+	// Two oracles: what the sink got of the denied destination is exactly what
+	// was sent before attach; the audit log has the violations.
+	ASSERT_TRUE(env().fence());
+	EXPECT_EQ(static_cast<long>(env().sink->count_data(prefix + "-DENY-")), denied_ok);
+	EXPECT_TRUE(LoggedSoon(Violation("sendmsg4", "no-rule", kDenied4, 9001), name)) << daemon.describe();
+	EXPECT_FALSE(events(env().audit(), "attached").empty()) << dump_lines(env().audit());
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st) << "status does not list the attached sandbox";
+	EXPECT_TRUE(st->value("attached", false)) << st->dump();
+	EXPECT_EQ(st->value("cgroup", ""), cg) << st->dump();
+	EXPECT_GT((*st)["counters"]["decisions"]["sendmsg4"].value("deny", 0), 0) << st->dump();
+
+	// `kill` is not how an attached sandbox ends: detach is, and the
+	// process and the cgroup stay.
+	Result d = env().airlock({"detach", name});
+	ASSERT_EQ(d.status, 0) << d.describe();
+	EXPECT_TRUE(pid_alive(client.pid()));
+	EXPECT_TRUE(exists(cg + "/cgroup.procs"));
+	EXPECT_FALSE(env().status_of(name));
+	long after = count("loop.json", "denied", "ok");
+	EXPECT_TRUE(wait_until([&] { return count("loop.json", "denied", "ok") >= after + 3; }, 10s))
+		<< "after detach the cgroup is not enforced any more";
+	write_file(env().path("stop"), "");
+	EXPECT_TRUE(client.wait(10s)) << client.describe();
+}
+
+TEST_F(Attach, TwoCgroupsSideBySideEachUnderItsOwnPolicy)
+{
+	Proc& daemon = start_daemon();
+	std::string a = make_cgroup("a"), b = make_cgroup("b");
+	json pa = base_policy("it-attach-a");  // allows 10.77.0.2
+	json pb = {{"version", 1},
+		   {"name", "it-attach-b"},
+		   {"rules", json::array({json{{"action", "allow"}, {"cidr", std::string(kDenied4) + "/32"},
+					       {"ports", {"9000-9039"}}}})}};
+	std::string na = "a" + env().id, nb = "b" + env().id;
+	Result ra = env().airlock({"attach", "--cgroup", a, "--policy", env().write_policy("a.json", pa), "--name", na,
+				   "--audit-log", env().audit_path()});
+	ASSERT_EQ(ra.status, 0) << ra.describe();
+	// Relative to the cgroup2 mount, as an operator would type it.
+	Result rb = env().airlock({"attach", "--cgroup", env().cgroup_parent + "/b", "--policy",
+				   env().write_policy("b.json", pb), "--name", nb, "--audit-log", env().audit_path()});
+	ASSERT_EQ(rb.status, 0) << rb.describe();
+	// One sandbox per cgroup.
+	Result again = env().airlock({"attach", "--cgroup", a, "--policy", env().write_policy("a2.json", pa), "--name",
+				      "z" + env().id});
+	EXPECT_NE(again.status, 0);
+	EXPECT_NE(again.err.find("already"), std::string::npos) << again.describe();
+
+	std::string m1 = env().marker("a-ok"), m2 = env().marker("a-no"), m3 = env().marker("b-ok"),
+		    m4 = env().marker("b-no");
+	auto run_in = [&](const std::string& cg, const std::vector<std::string>& args) {
+		RunResult rr;
+		rr.r = run(inside(cg, env().py("udp_send.py", args)), 10s);
+		rr.out_json = json_objects_in(rr.r.out);
+		return rr;
+	};
+	RunResult ua = run_in(a, {dest4(kAllowed4, 9002), m1, dest4(kDenied4, 9003), m2});
+	RunResult ub = run_in(b, {dest4(kDenied4, 9004), m3, dest4(kAllowed4, 9005), m4});
+	EXPECT_TRUE(Ok(ResultFor(ua, m1))) << ua.describe();
+	EXPECT_EQ(Errno(ResultFor(ua, m2)), "EPERM") << ua.describe();
+	EXPECT_TRUE(Ok(ResultFor(ub, m3))) << ub.describe();
+	EXPECT_EQ(Errno(ResultFor(ub, m4)), "EPERM") << ub.describe();
+	EXPECT_TRUE(ArrivedIntact(env(), m1));
+	EXPECT_TRUE(ArrivedIntact(env(), m3));
+	EXPECT_TRUE(NothingArrived(env(), m2));
+	EXPECT_TRUE(NothingArrived(env(), m4));
+	EXPECT_TRUE(LoggedSoon(Violation("sendmsg4", "no-rule", kDenied4, 9003), na)) << daemon.describe();
+	EXPECT_TRUE(LoggedSoon(Violation("sendmsg4", "no-rule", kAllowed4, 9005), nb)) << daemon.describe();
+
+	// Detach leaves both cgroups where they were.
+	Result d = env().airlock({"detach", na});
+	EXPECT_EQ(d.status, 0) << d.describe();
+	Result d2 = env().airlock({"detach", nb});
+	EXPECT_EQ(d2.status, 0) << d2.describe();
+	EXPECT_TRUE(exists(a + "/cgroup.procs"));
+	EXPECT_TRUE(exists(b + "/cgroup.procs"));
+}
+
+TEST_F(Attach, TheDaemonFreezesAnAttachedSandboxOnItsViolation)
+{
+	Proc& daemon = start_daemon();
+	std::string cg = make_cgroup("frz");
+	std::string name = "f" + env().id;
+	Result a = env().airlock({"attach", "--cgroup", cg, "--policy",
+				  env().write_policy("frz.json", base_policy("it-attach-frz", "freeze")), "--name", name,
+				  "--audit-log", env().audit_path()});
+	ASSERT_EQ(a.status, 0) << a.describe();
+	std::string ok = env().marker("ok"), bad = env().marker("bad");
+	// A process that joins the cgroup, sends one allowed and one denied
+	// datagram, then waits to be released.
+	Proc& client = env().start(inside(cg, Sequence({env().py("udp_send.py", {dest4(kAllowed4, 9006), ok,
+										  dest4(kDenied4, 9007), bad}),
+							   env().py("wait_file.py", {env().path("go"), "20"})})),
+				   "client");
+	ASSERT_TRUE(wait_until([&] { return !events(env().audit(), "frozen").empty(); }, 10s))
+		<< daemon.describe() << dump_lines(env().audit());
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_EQ(st->value("state", ""), "frozen") << st->dump();
+	EXPECT_TRUE(ArrivedIntact(env(), ok));
+	EXPECT_TRUE(NothingArrived(env(), bad));
+	EXPECT_TRUE(LoggedSoon(Violation("sendmsg4", "no-rule", kDenied4, 9007), name));
+	// kill ends the processes and the sandbox; the cgroup is not airlock's and stays.
+	Result k = env().airlock({"kill", name});
+	EXPECT_EQ(k.status, 0) << k.describe();
+	EXPECT_TRUE(client.wait(10s)) << client.describe();
+	EXPECT_FALSE(env().status_of(name));
+	EXPECT_TRUE(exists(cg + "/cgroup.procs"));
+	EXPECT_TRUE(daemon.running()) << daemon.describe();
+}
+
+TEST_F(Attach, BadTargetsAreRefusedWithOneLine)
+{
+	std::string policy = env().write_policy("policy.json", base_policy("it-attach"));
+	Result none = env().airlock({"attach", "--cgroup", env().cgroup_parent + "/no-such", "--policy", policy});
+	EXPECT_NE(none.status, 0);
+	EXPECT_NE(none.err.find("is not a cgroup"), std::string::npos) << none.describe();
+	Result root = env().airlock({"attach", "--cgroup", "/", "--policy", policy, "--name", "r" + env().id});
+	EXPECT_NE(root.status, 0);
+	EXPECT_NE(root.err.find("root cgroup"), std::string::npos) << root.describe();
+	Result nopid = env().airlock({"attach", "--pid", "999999999", "--policy", policy});
+	EXPECT_NE(nopid.status, 0);
+	EXPECT_NE(nopid.err.find("no such process"), std::string::npos) << nopid.describe();
+	Result neither = env().airlock({"attach", "--policy", policy});
+	EXPECT_NE(neither.status, 0);
+	EXPECT_NE(neither.err.find("--cgroup PATH or --pid PID"), std::string::npos) << neither.describe();
+	// A sandbox of `airlock run` cannot be detached (kill ends it).
+	RunSpec s;
+	s.policy = policy;
+	s.name = "r" + env().id;
+	s.cmd = env().py("wait_file.py", {env().path("go"), "20"});
+	Proc& runner = env().start_run(s);
+	ASSERT_TRUE(wait_until([&] { return env().status_of(s.name).has_value(); }, 10s)) << runner.describe();
+	Result d = env().airlock({"detach", s.name});
+	EXPECT_NE(d.status, 0);
+	EXPECT_NE(d.err.find("airlock kill"), std::string::npos) << d.describe();
+	write_file(env().path("go"), "");
+	EXPECT_EQ(runner.wait(10s), std::optional<int>(0)) << runner.describe();
+}
+
+}  // namespace
+}  // namespace it

@@ -1,0 +1,215 @@
+#include "sandbox/supervisor.h"
+
+#include <time.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "sandbox/cgroup.h"
+#include "sandbox/sandbox.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace airlock {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// Learned addresses stay in the kernel this long past their TTL, so that
+// flows let through while they were valid keep going; then they are removed
+// and their table space is free again.
+constexpr uint64_t kLearnedLingerNs = 600ull * 1000000000ull;
+
+}  // namespace
+
+uint64_t monotonic_ns()
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+Supervisor::Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec, Policy policy)
+    : k_(k), paths_(paths), rec_(std::move(rec)), policy_(std::move(policy))
+{
+	if (!rec_.audit_log.empty())
+		audit_ = AuditLog(rec_.audit_log);
+	ring_fd_ = k_.ring(rec_.slot);
+	rb_ = ring_fd_.valid() ? ring_buffer__new(ring_fd_.get(), ring_cb, this, nullptr) : nullptr;
+	if (!rb_)
+		fail("cannot open the event ring of sandbox {}", rec_.name);
+}
+
+Supervisor::~Supervisor()
+{
+	if (rb_) {
+		ring_buffer__consume(rb_);
+		ring_buffer__free(rb_);
+	}
+}
+
+void Supervisor::poll()
+{
+	ring_buffer__consume(rb_);
+	check_latch();
+	check_thawed();
+	sweep_learned();
+}
+
+void Supervisor::on_event(const al_event& e, const al_dns_event* dns)
+{
+	// A reload switched banks: the record names the policy now enforced,
+	// and the state directory keeps the text that bank came from.
+	if (e.policy_id && e.policy_id != policy_id_of(rec_.slot, rec_.bank)) {
+		if (auto r = load_record(paths_, rec_.name)) {
+			rec_ = *r;
+			if (auto p = parse_policy_file(paths_.policy_copy(rec_.name, rec_.bank)); p.policy)
+				policy_ = *p.policy;
+		}
+	}
+	json j = dns ? dns_json(*dns) : decision_json(e);
+	j["policy"] = rec_.policy_name;
+	if (e.rule != AL_RULE_NONE && e.rule < policy_.rules.size())
+		j["rule_text"] = describe(policy_.rules[e.rule]);
+	audit_.write(rec_.name, j);
+	if (!terminal_budget())
+		return;
+	std::string line = dns ? dns_line(*dns) : decision_line(e);
+	if (e.verdict == AL_VERDICT_ALLOW)
+		spdlog::info("{}: {}", rec_.name, line);
+	else
+		spdlog::warn("{}: {}", rec_.name, line);
+}
+
+bool Supervisor::terminal_budget()
+{
+	uint64_t now = monotonic_ns();
+	if (now - window_start_ >= 1000000000ull) {
+		if (suppressed_)
+			spdlog::warn("{}: {} more decisions in the last second are only in the audit log", rec_.name,
+				     suppressed_);
+		window_start_ = now;
+		in_window_ = suppressed_ = 0;
+	}
+	if (in_window_ < 20) {
+		in_window_++;
+		return true;
+	}
+	suppressed_++;
+	return false;
+}
+
+void Supervisor::sweep_learned()
+{
+	uint64_t now = monotonic_ns();
+	if (now - last_sweep_ < 1000000000ull || now < kLearnedLingerNs)
+		return;
+	last_sweep_ = now;
+	try {
+		k_.sweep_learned(rec_.slot, now - kLearnedLingerNs);
+	} catch (const std::exception& ex) {
+		spdlog::warn("{}: sweeping learned addresses: {}", rec_.name, ex.what());
+	}
+}
+
+void Supervisor::reload_from_file(const char* by)
+{
+	auto r = load_record(paths_, rec_.name);
+	if (!r)
+		return;
+	std::string file = r->policy_file;
+	try {
+		Policy p = load_policy(file);
+		FileLock lock(paths_.lock_file());
+		auto cur = load_record(paths_, rec_.name);
+		if (!cur)
+			return;
+		reload_sandbox(k_, paths_, *cur, p, file);
+		rec_ = *cur;
+		policy_ = p;
+		audit_.write(rec_.name, json{{"event", "reload"}, {"result", "ok"}, {"policy", p.name},
+					   {"policy_file", file}, {"by", by}});
+		spdlog::info("{}: reloaded {} on {}", rec_.name, file, by);
+	} catch (const PolicyRejected& e) {
+		audit_.write(rec_.name, json{{"event", "reload"}, {"result", "error"}, {"policy_file", file},
+					   {"errors", e.lines()}, {"by", by}});
+		for (const auto& l : e.lines())
+			spdlog::error("{}", l);
+		spdlog::error("{}: reload rejected; policy '{}' stays enforced", rec_.name, rec_.policy_name);
+	} catch (const std::exception& e) {
+		spdlog::error("{}: reload failed: {}; the old policy stays enforced", rec_.name, e.what());
+	}
+}
+
+void Supervisor::check_latch()
+{
+	if (state_ != State::Running)
+		return;
+	al_latch l = k_.latch(rec_.slot);
+	if (!l.violated_ns)
+		return;
+	auto sb = k_.sandbox(rec_.cgroup_id);
+	uint8_t action = sb ? sb->on_violation : uint8_t(AL_ON_VIOLATION_FREEZE);
+	if (action == AL_ON_VIOLATION_KILL) {
+		cgroup::kill(rec_.cgroup);
+		bool empty = cgroup::wait_empty(rec_.cgroup, 5s);
+		uint64_t lat = monotonic_ns() - l.violated_ns;
+		state_ = State::Killed;
+		killed_on_violation_ = true;
+		audit_.write(rec_.name, json{{"event", "killed"}, {"by", "policy"}, {"latency_us", lat / 1000},
+					   {"complete", empty}});
+		spdlog::warn("{}: killed on violation, {:.3f} ms after it", rec_.name, lat / 1e6);
+		return;
+	}
+	cgroup::freeze(rec_.cgroup);
+	bool frozen = cgroup::wait_frozen(rec_.cgroup, true, 5s);
+	uint64_t lat = monotonic_ns() - l.violated_ns;
+	if (!frozen) {
+		spdlog::error("{}: cgroup.events did not report frozen 1 within 5 s", rec_.name);
+		audit_.write(rec_.name, json{{"event", "freeze-failed"}, {"latency_us", lat / 1000}});
+		return;
+	}
+	state_ = State::Frozen;
+	audit_.write(rec_.name, json{{"event", "frozen"}, {"latency_us", lat / 1000}});
+	spdlog::warn("{}: frozen {:.3f} ms after the violation; `airlock thaw {}` or `airlock kill {}`",
+		     rec_.name, lat / 1e6, rec_.name, rec_.name);
+}
+
+void Supervisor::check_thawed()
+{
+	if (state_ != State::Frozen)
+		return;
+	auto ev = cgroup::events(rec_.cgroup);
+	if (ev && ev->populated && !ev->frozen) {
+		state_ = State::Running;
+		// cgroup.kill unfreezes on its way to killing: that is no thaw.
+		std::error_code ec;
+		if (!std::filesystem::exists(paths_.kill_marker(rec_.name), ec))
+			spdlog::info("{}: thawed", rec_.name);
+	}
+}
+
+int Supervisor::ring_cb(void* ctx, void* data, size_t size)
+{
+	if (size < sizeof(al_event))
+		return 0;
+	al_event e;
+	std::memcpy(&e, data, sizeof(e));
+	auto* r = static_cast<Supervisor*>(ctx);
+	if ((e.kind == AL_EVENT_DNS_QUERY || e.kind == AL_EVENT_DNS_ANSWER) && size >= sizeof(al_dns_event)) {
+		al_dns_event d;
+		std::memcpy(&d, data, sizeof(d));
+		r->on_event(d.base, &d);
+	} else {
+		r->on_event(e, nullptr);
+	}
+	if (e.latched)
+		r->check_latch();
+	return 0;
+}
+
+}  // namespace airlock

@@ -1,0 +1,67 @@
+#pragma once
+// What acts on one sandbox's kernel state from user space: its events go to
+// the audit log (and, rate-limited, the terminal), its latch to a freeze or a
+// kill, its learned addresses are swept. `airlock run` has one for its own
+// sandbox; `airlock daemon` has one for every sandbox without a runner.
+#include <bpf/libbpf.h>
+
+#include <cstdint>
+#include <string>
+
+#include "events/audit.h"
+#include "kernel/kernel.h"
+#include "policy/policy.h"
+#include "sandbox/state.h"
+#include "util/fd.h"
+
+namespace airlock {
+
+uint64_t monotonic_ns();
+
+class Supervisor {
+public:
+	enum class State { Running, Frozen, Killed };
+
+	// Opens the sandbox's ring and its audit log (rec.audit_log). Throws if
+	// the ring is missing.
+	Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec, Policy policy);
+	~Supervisor();
+	Supervisor(const Supervisor&) = delete;
+	Supervisor& operator=(const Supervisor&) = delete;
+
+	// A descriptor that becomes readable when events are waiting.
+	int epoll_fd() const { return ring_buffer__epoll_fd(rb_); }
+	// Reads every waiting event, then looks at the latch, a thaw, expired
+	// learned addresses. Cheap enough to call on every wake-up.
+	void poll();
+	// SIGHUP: enforce the sandbox's policy file again (as `airlock reload`).
+	void reload_from_file(const char* by);
+
+	const SandboxRecord& record() const { return rec_; }
+	State state() const { return state_; }
+	bool killed_on_violation() const { return killed_on_violation_; }
+	AuditLog& audit() { return audit_; }
+
+private:
+	static int ring_cb(void* ctx, void* data, size_t size);
+	void on_event(const al_event& e, const al_dns_event* dns);
+	bool terminal_budget();
+	void check_latch();
+	void check_thawed();
+	void sweep_learned();
+
+	kernel::Kernel& k_;
+	const Paths& paths_;
+	SandboxRecord rec_;
+	Policy policy_;  // what the live bank was compiled from, to name rules
+	AuditLog audit_;
+	Fd ring_fd_;
+	ring_buffer* rb_ = nullptr;
+	State state_ = State::Running;
+	bool killed_on_violation_ = false;
+	uint64_t window_start_ = 0;
+	unsigned in_window_ = 0, suppressed_ = 0;
+	uint64_t last_sweep_ = 0;
+};
+
+}  // namespace airlock
