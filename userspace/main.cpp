@@ -104,8 +104,11 @@ int main(int argc, char** argv)
 	attach->add_flag("--log-allowed", attach_opts.log_allowed, "Also log allowed connections and datagrams");
 	auto* detach = app.add_subcommand("detach", "Stop enforcing on an attached cgroup; its processes run on");
 	detach->add_option("name", name, "Sandbox")->required();
+	DaemonOptions daemon_opts;
 	auto* daemon = app.add_subcommand(
 		"daemon", "Supervise every sandbox without a runner: events to the audit log, violations to freeze or kill");
+	daemon->add_option("--metrics", daemon_opts.metrics, "Serve Prometheus metrics on ADDR:PORT (\"off\": none)")
+		->capture_default_str();
 	auto* reload = app.add_subcommand("reload", "Swap a running sandbox's policy atomically");
 	reload->add_option("name", name, "Sandbox")->required();
 	reload->add_option("file", file, "New policy file")->required();
@@ -153,7 +156,7 @@ int main(int argc, char** argv)
 		if (detach->parsed())
 			return cmd_detach(paths, name);
 		if (daemon->parsed())
-			return cmd_daemon(paths);
+			return cmd_daemon(paths, daemon_opts);
 	} catch (const std::exception& e) {
 		spdlog::error("{}", e.what());
 		return is_run ? kExitAirlockError : kExitFailure;

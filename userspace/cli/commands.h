@@ -48,6 +48,9 @@ int cmd_kill(const Paths&, const std::string& name);
 int cmd_reload(const Paths&, const std::string& name, const std::string& file);
 int cmd_attach(const Paths&, const AttachOptions&);
 int cmd_detach(const Paths&, const std::string& name);
-int cmd_daemon(const Paths&);
+struct DaemonOptions {
+	std::string metrics = "127.0.0.1:9464";  // "off": no metrics
+};
+int cmd_daemon(const Paths&, const DaemonOptions&);
 
 }  // namespace airlock

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "kernel/kernel.h"
+#include "metrics/metrics.h"
 #include "sandbox/supervisor.h"
 #include "util/error.h"
 #include "util/fd.h"
@@ -28,6 +30,7 @@ namespace {
 
 struct Daemon {
 	const Paths& paths;
+	Metrics* metrics;
 	Fd ep;
 	std::optional<kernel::Kernel> k;
 	std::map<std::string, std::unique_ptr<Supervisor>> sups;
@@ -65,6 +68,10 @@ struct Daemon {
 			auto parsed = parse_policy_file(paths.policy_copy(r.name, r.bank));
 			try {
 				auto sup = std::make_unique<Supervisor>(*k, paths, r, parsed.policy.value_or(Policy{}));
+				if (metrics) {
+					sup->on_frozen = [m = metrics](double s) { m->freeze_latency(s); };
+					sup->on_reload = [m = metrics](bool ok) { m->reload(ok); };
+				}
 				struct epoll_event ev = {};
 				ev.events = EPOLLIN;
 				if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, sup->epoll_fd(), &ev) != 0)
@@ -81,7 +88,7 @@ struct Daemon {
 
 }  // namespace
 
-int cmd_daemon(const Paths& paths)
+int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 {
 	make_dirs(paths.state_dir);
 	// One daemon per state directory: two would share each ring's reader.
@@ -99,11 +106,32 @@ int cmd_daemon(const Paths& paths)
 	sigprocmask(SIG_BLOCK, &mask, nullptr);
 	Fd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
 
-	Daemon d{paths, Fd(::epoll_create1(EPOLL_CLOEXEC)), std::nullopt, {}};
+	std::unique_ptr<Metrics> metrics;
+	if (!o.metrics.empty() && o.metrics != "off") {
+		try {
+			metrics = std::make_unique<Metrics>(paths, o.metrics);
+		} catch (const std::exception& e) {
+			fail("serve metrics on {}: {}", o.metrics, e.what());
+		}
+		spdlog::info("airlock daemon: metrics on http://{}/metrics", o.metrics);
+	}
+	Daemon d{paths, metrics.get(), Fd(::epoll_create1(EPOLL_CLOEXEC)), std::nullopt, {}};
 	struct epoll_event sev = {};
 	sev.events = EPOLLIN;
 	sev.data.u64 = 1;
 	if (!d.ep.valid() || ::epoll_ctl(d.ep.get(), EPOLL_CTL_ADD, sigfd.get(), &sev) != 0)
+		fail_errno("epoll");
+	// A sandbox record written or removed wakes the daemon at once; the
+	// periodic rescan only catches runners that died.
+	make_dirs(paths.state_dir + "/sandboxes");
+	Fd ino(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+	if (!ino.valid() || ::inotify_add_watch(ino.get(), (paths.state_dir + "/sandboxes").c_str(),
+						  IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_CLOSE_WRITE) < 0)
+		fail_errno("watch " + paths.state_dir + "/sandboxes");
+	struct epoll_event iev = {};
+	iev.events = EPOLLIN;
+	iev.data.u64 = 2;
+	if (::epoll_ctl(d.ep.get(), EPOLL_CTL_ADD, ino.get(), &iev) != 0)
 		fail_errno("epoll");
 	spdlog::info("airlock daemon: watching {} (pins {})", paths.state_dir, paths.bpf_dir);
 
@@ -121,6 +149,15 @@ int cmd_daemon(const Paths& paths)
 		for (auto& [name, sup] : d.sups)
 			sup->poll();
 		for (int i = 0; i < n; i++) {
+			if (evs[i].data.u64 == 2) {
+				char buf[4096];
+				while (::read(ino.get(), buf, sizeof(buf)) > 0) {
+				}
+				d.rescan();
+				for (auto& [name, sup] : d.sups)
+					sup->poll();
+				continue;
+			}
 			if (evs[i].data.u64 != 1)
 				continue;
 			struct signalfd_siginfo ssi;

@@ -134,12 +134,16 @@ void Supervisor::reload_from_file(const char* by)
 		audit_.write(rec_.name, json{{"event", "reload"}, {"result", "ok"}, {"policy", p.name},
 					   {"policy_file", file}, {"by", by}});
 		spdlog::info("{}: reloaded {} on {}", rec_.name, file, by);
+		if (on_reload)
+			on_reload(true);
 	} catch (const PolicyRejected& e) {
 		audit_.write(rec_.name, json{{"event", "reload"}, {"result", "error"}, {"policy_file", file},
 					   {"errors", e.lines()}, {"by", by}});
 		for (const auto& l : e.lines())
 			spdlog::error("{}", l);
 		spdlog::error("{}: reload rejected; policy '{}' stays enforced", rec_.name, rec_.policy_name);
+		if (on_reload)
+			on_reload(false);
 	} catch (const std::exception& e) {
 		spdlog::error("{}: reload failed: {}; the old policy stays enforced", rec_.name, e.what());
 	}
@@ -175,6 +179,8 @@ void Supervisor::check_latch()
 	}
 	state_ = State::Frozen;
 	audit_.write(rec_.name, json{{"event", "frozen"}, {"latency_us", lat / 1000}});
+	if (on_frozen)
+		on_frozen(lat / 1e9);
 	spdlog::warn("{}: frozen {:.3f} ms after the violation; `airlock thaw {}` or `airlock kill {}`",
 		     rec_.name, lat / 1e6, rec_.name, rec_.name);
 }

@@ -6,6 +6,7 @@
 #include <bpf/libbpf.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "events/audit.h"
@@ -41,6 +42,10 @@ public:
 	State state() const { return state_; }
 	bool killed_on_violation() const { return killed_on_violation_; }
 	AuditLog& audit() { return audit_; }
+
+	// Told of each freeze (its latency in seconds) and each reload (ok or not).
+	std::function<void(double)> on_frozen;
+	std::function<void(bool)> on_reload;
 
 private:
 	static int ring_cb(void* ctx, void* data, size_t size);

@@ -1,0 +1,142 @@
+#include "metrics/metrics.h"
+
+#include <map>
+
+#include <spdlog/spdlog.h>
+
+#include "events/audit.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/supervisor.h"
+
+#ifndef AIRLOCK_VERSION_STRING
+#define AIRLOCK_VERSION_STRING "unknown"
+#endif
+
+namespace airlock {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+namespace {
+
+MetricFamily family(const char* name, const char* help, MetricType type)
+{
+	MetricFamily f;
+	f.name = name;
+	f.help = help;
+	f.type = type;
+	return f;
+}
+
+void add(MetricFamily& f, std::vector<ClientMetric::Label> labels, double value)
+{
+	ClientMetric m;
+	m.label = std::move(labels);
+	if (f.type == MetricType::Counter)
+		m.counter.value = value;
+	else
+		m.gauge.value = value;
+	f.metric.push_back(std::move(m));
+}
+
+}  // namespace
+
+std::vector<MetricFamily> KernelCollector::Collect() const
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	auto decisions = family("airlock_decisions_total", "Decisions by sandbox, hook and verdict (kernel counters)",
+				MetricType::Counter);
+	auto violations = family("airlock_violations_total",
+				 "Denials (and audited would-be denials) by sandbox and reason", MetricType::Counter);
+	auto dns = family("airlock_dns_queries_total", "DNS queries by sandbox and verdict", MetricType::Counter);
+	auto answers = family("airlock_dns_answers_total",
+			      "Addresses learned from DNS answers, answers dropped, addresses refused for a full table",
+			      MetricType::Counter);
+	auto bytes = family("airlock_egress_bytes_total", "Bytes let out at cgroup egress", MetricType::Counter);
+	auto packets = family("airlock_egress_packets_total", "Packets let out at cgroup egress", MetricType::Counter);
+	auto dbytes = family("airlock_egress_denied_bytes_total", "Bytes dropped at cgroup egress", MetricType::Counter);
+	auto lost = family("airlock_events_lost_total", "Events the sandbox's ring buffer could not take",
+			   MetricType::Counter);
+	auto frozen = family("airlock_sandbox_frozen", "1 while the sandbox's cgroup is frozen", MetricType::Gauge);
+	auto latched = family("airlock_sandbox_quarantined", "1 while the sandbox's quarantine latch is set",
+			      MetricType::Gauge);
+	auto learned = family("airlock_learned_addresses", "Unexpired addresses learned from DNS answers",
+			      MetricType::Gauge);
+	auto count = family("airlock_sandboxes", "Sandboxes on this node", MetricType::Gauge);
+	auto info = family("airlock_build_info", "Version of this agent and of its kernel ABI", MetricType::Gauge);
+	add(info, {{"version", AIRLOCK_VERSION_STRING}, {"abi", std::to_string(AL_ABI_VERSION)}}, 1);
+
+	std::vector<SandboxRecord> records;
+	try {
+		records = load_records(paths_);
+		if (!records.empty() && !k_)
+			k_.emplace(kernel::Kernel::adopt(paths_.bpf_dir));
+	} catch (const std::exception& e) {
+		spdlog::warn("metrics: {}", e.what());
+		records.clear();
+	}
+	add(count, {}, static_cast<double>(records.size()));
+	uint64_t now = monotonic_ns();
+	for (const auto& r : records) {
+		al_counters c{};
+		al_latch l{};
+		size_t live = 0;
+		try {
+			c = k_->counters(r.slot);
+			l = k_->latch(r.slot);
+			for (const auto& e : k_->learned(r.slot))
+				live += e.value.expires_ns > now;
+		} catch (const std::exception& e) {
+			spdlog::warn("metrics: sandbox {}: {}", r.name, e.what());
+			continue;
+		}
+		const std::string& s = r.name;
+		for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
+			if (std::string(hook_name(h)) == "unknown")
+				continue;
+			for (unsigned v = 0; v < AL_VERDICT_MAX; v++)
+				add(decisions, {{"sandbox", s}, {"hook", hook_name(h)}, {"verdict", verdict_name(v)}},
+				    static_cast<double>(c.decisions[h][v]));
+		}
+		for (unsigned i = 0; i < AL_REASON_MAX; i++)
+			if (c.reasons[i] || i == AL_REASON_NO_RULE)
+				add(violations, {{"sandbox", s}, {"kind", reason_name(i)}}, static_cast<double>(c.reasons[i]));
+		add(dns, {{"sandbox", s}, {"verdict", "allow"}}, static_cast<double>(c.dns_queries_allowed));
+		add(dns, {{"sandbox", s}, {"verdict", "deny"}}, static_cast<double>(c.dns_queries_denied));
+		add(answers, {{"sandbox", s}, {"result", "learned"}}, static_cast<double>(c.dns_answers_learned));
+		add(answers, {{"sandbox", s}, {"result", "dropped"}}, static_cast<double>(c.dns_answers_dropped));
+		add(answers, {{"sandbox", s}, {"result", "table_full"}}, static_cast<double>(c.dns_learn_full));
+		add(bytes, {{"sandbox", s}}, static_cast<double>(c.egress_bytes));
+		add(packets, {{"sandbox", s}}, static_cast<double>(c.egress_packets));
+		add(dbytes, {{"sandbox", s}}, static_cast<double>(c.denied_bytes));
+		add(lost, {{"sandbox", s}}, static_cast<double>(c.events_lost));
+		auto ev = cgroup::events(r.cgroup);
+		add(frozen, {{"sandbox", s}}, ev && ev->frozen ? 1 : 0);
+		add(latched, {{"sandbox", s}}, l.violated_ns ? 1 : 0);
+		add(learned, {{"sandbox", s}}, static_cast<double>(live));
+	}
+	return {decisions, violations, dns, answers, bytes, packets, dbytes, lost, frozen, latched, learned, count, info};
+}
+
+Metrics::Metrics(const Paths& paths, const std::string& addr)
+    : registry_(std::make_shared<prometheus::Registry>()), kernel_(std::make_shared<KernelCollector>(paths))
+{
+	auto& hist = prometheus::BuildHistogram()
+			     .Name("airlock_freeze_latency_seconds")
+			     .Help("From the violation (the kernel's latch) to cgroup.events reporting frozen 1")
+			     .Register(*registry_);
+	freeze_ = &hist.Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+									  0.005, 0.01, 0.025, 0.1, 1});
+	auto& reloads = prometheus::BuildCounter()
+				.Name("airlock_policy_reloads_total")
+				.Help("Policy reloads by the daemon, by result")
+				.Register(*registry_);
+	reload_ok_ = &reloads.Add({{"result", "ok"}});
+	reload_error_ = &reloads.Add({{"result", "error"}});
+	exposer_ = std::make_unique<prometheus::Exposer>(addr);
+	exposer_->RegisterCollectable(registry_);
+	exposer_->RegisterCollectable(kernel_);
+}
+
+}  // namespace airlock
