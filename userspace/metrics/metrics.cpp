@@ -99,8 +99,10 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 				add(decisions, {{"sandbox", s}, {"hook", hook_name(h)}, {"verdict", verdict_name(v)}},
 				    static_cast<double>(c.decisions[h][v]));
 		}
+		// What the latch stops afterwards is the violation's consequence,
+		// not another violation.
 		for (unsigned i = 0; i < AL_REASON_MAX; i++)
-			if (c.reasons[i] || i == AL_REASON_NO_RULE)
+			if (i != AL_REASON_QUARANTINED && (c.reasons[i] || i == AL_REASON_NO_RULE))
 				add(violations, {{"sandbox", s}, {"kind", reason_name(i)}}, static_cast<double>(c.reasons[i]));
 		add(dns, {{"sandbox", s}, {"verdict", "allow"}}, static_cast<double>(c.dns_queries_allowed));
 		add(dns, {{"sandbox", s}, {"verdict", "deny"}}, static_cast<double>(c.dns_queries_denied));

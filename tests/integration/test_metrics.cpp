@@ -1,0 +1,183 @@
+// `airlock daemon --metrics`: what a real Prometheus server scrapes from it
+// while sandboxes make allowed and denied traffic, checked against what the
+// test made them do. The exposition passes `promtool check metrics`.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "fixture.h"
+
+namespace it {
+namespace {
+
+int free_port()
+{
+	int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+	    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+		throw std::runtime_error("no free port on 127.0.0.1");
+	::close(s);
+	return ntohs(a.sin_port);
+}
+
+class Metrics : public AirlockTest {
+protected:
+	// The value of the sample written exactly as `series` in the exposition.
+	static std::optional<double> sample(const std::string& text, const std::string& series)
+	{
+		std::istringstream in(text);
+		std::string line;
+		while (std::getline(in, line))
+			if (line.rfind(series + " ", 0) == 0)
+				return std::stod(line.substr(series.size() + 1));
+		return std::nullopt;
+	}
+
+	std::string scrape(int port)
+	{
+		Result r = run({"curl", "-sf", fmt::format("http://127.0.0.1:{}/metrics", port)}, 10s);
+		return r.status == 0 ? r.out : "";
+	}
+
+	// An instant query to the Prometheus server: the value of its only series.
+	std::optional<double> query(int port, const std::string& q)
+	{
+		Result r = run({"curl", "-sfG", "--data-urlencode", "query=" + q,
+				fmt::format("http://127.0.0.1:{}/api/v1/query", port)},
+			       10s);
+		json j = json::parse(r.out, nullptr, false);
+		if (j.is_discarded() || j.value("status", "") != "success")
+			return std::nullopt;
+		const json& res = j["data"]["result"];
+		if (!res.is_array() || res.size() != 1)
+			return std::nullopt;
+		return std::stod(res[0]["value"][1].get<std::string>());
+	}
+
+	Proc& start_daemon(int port)
+	{
+		Proc& d = env().start(env().airlock_argv({"daemon", "--metrics", fmt::format("127.0.0.1:{}", port)}),
+				      "daemon");
+		if (!wait_until([&] { return d.err().find("watching") != std::string::npos || !d.running(); }, 10s) ||
+		    !d.running())
+			throw std::runtime_error("the daemon did not start: " + d.describe());
+		return d;
+	}
+};
+
+TEST_F(Metrics, PrometheusScrapesExactKernelCounters)
+{
+	int mport = free_port();
+	Proc& daemon = start_daemon(mport);
+
+	// Sandbox A (airlock run): one allowed datagram, three denied ones.
+	std::string a = "a" + env().id;
+	std::vector<std::string> sends = {dest4(kAllowed4, 9000), env().marker("ok")};
+	for (int i = 0; i < 3; i++) {
+		sends.push_back(dest4(kDenied4, 9001 + i));
+		sends.push_back(env().marker(fmt::format("no{}", i)));
+	}
+	RunSpec s;
+	s.policy = env().write_policy("a.json", base_policy("it-metrics-a"));
+	s.name = a;
+	s.cmd = Sequence({env().py("udp_send.py", sends), env().py("wait_file.py", {env().path("release"), "40"})});
+	Proc& runner = env().start_run(s);
+
+	// Sandbox B (attached, freeze): one violation freezes it.
+	std::string b = "b" + env().id;
+	std::string cg = cgroup2_mount() + "/" + env().cgroup_parent + "/ext";
+	::mkdir((cgroup2_mount() + "/" + env().cgroup_parent).c_str(), 0755);
+	ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0) << cg;
+	Result at = env().airlock({"attach", "--cgroup", cg, "--policy",
+				   env().write_policy("b.json", base_policy("it-metrics-b", "freeze")), "--name", b,
+				   "--audit-log", env().audit_path()});
+	ASSERT_EQ(at.status, 0) << at.describe();
+	Proc& victim = env().start({"nsenter", "--net=" + env().topo->client_ns_path(), "/bin/sh", "-c",
+				    "echo $$ > \"$0/cgroup.procs\" && shift && exec \"$@\"", cg, "-", python(),
+				    client_script("udp_send.py"), dest4(kDenied4, 9010), env().marker("b-no")},
+				   "victim");
+	ASSERT_TRUE(wait_until([&] { return !events(env().audit(), "frozen").empty(); }, 10s))
+		<< daemon.describe() << victim.describe() << dump_lines(env().audit());
+
+	// The exposition itself: exact counters, valid for promtool.
+	std::string text;
+	ASSERT_TRUE(wait_until(
+		[&] {
+			text = scrape(mport);
+			return sample(text, fmt::format("airlock_violations_total{{sandbox=\"{}\",kind=\"no-rule\"}}", a)) ==
+			       3.0;
+		},
+		10s))
+		<< text;
+	EXPECT_EQ(sample(text, fmt::format("airlock_decisions_total{{sandbox=\"{}\",hook=\"sendmsg4\",verdict=\"allow\"}}", a)),
+		  1.0)
+		<< text;
+	EXPECT_EQ(sample(text, fmt::format("airlock_decisions_total{{sandbox=\"{}\",hook=\"sendmsg4\",verdict=\"deny\"}}", a)),
+		  3.0);
+	EXPECT_EQ(sample(text, fmt::format("airlock_sandbox_frozen{{sandbox=\"{}\"}}", b)), 1.0) << text;
+	EXPECT_EQ(sample(text, fmt::format("airlock_sandbox_frozen{{sandbox=\"{}\"}}", a)), 0.0) << text;
+	EXPECT_EQ(sample(text, "airlock_sandboxes"), 2.0) << text;
+	EXPECT_EQ(sample(text, "airlock_freeze_latency_seconds_count"), 1.0) << text;
+	EXPECT_GT(sample(text, fmt::format("airlock_egress_bytes_total{{sandbox=\"{}\"}}", a)).value_or(0), 0.0);
+	EXPECT_TRUE(sample(text, fmt::format("airlock_dns_queries_total{{sandbox=\"{}\",verdict=\"deny\"}}", a)));
+	EXPECT_TRUE(sample(text, fmt::format("airlock_events_lost_total{{sandbox=\"{}\"}}", a)));
+	EXPECT_EQ(text.find("10.77.0.3"), std::string::npos) << "destinations are never labels";
+	Result check = run({"promtool", "check", "metrics"}, 20s, text);
+	EXPECT_EQ(check.status, 0) << check.describe();
+
+	// A real Prometheus scraping the daemon sees the same.
+	int pport = free_port();
+	std::string cfg = env().write_text(
+		"prometheus.yml", fmt::format("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+					      "rule_files:\n  - {}/deploy/prometheus/airlock-alerts.yml\n"
+					      "scrape_configs:\n  - job_name: airlock\n    static_configs:\n"
+					      "      - targets: ['127.0.0.1:{}']\n",
+					      source_dir(), mport));
+	Proc& prom = env().start({"prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + env().path("tsdb"),
+				  fmt::format("--web.listen-address=127.0.0.1:{}", pport)},
+				 "prometheus");
+	ASSERT_TRUE(wait_until(
+		[&] {
+			return query(pport, fmt::format("airlock_violations_total{{sandbox=\"{}\",kind=\"no-rule\"}}", a)) ==
+			       3.0;
+		},
+		30s, 200ms))
+		<< prom.describe();
+	EXPECT_EQ(query(pport, fmt::format("airlock_sandbox_frozen{{sandbox=\"{}\"}}", b)), 1.0);
+	EXPECT_EQ(query(pport, "airlock_sandboxes"), 2.0);
+	EXPECT_EQ(query(pport, "up{job=\"airlock\"}"), 1.0);
+	EXPECT_EQ(query(pport, "airlock_freeze_latency_seconds_count"), 1.0);
+	// The shipped alerting rules fire on these real violations.
+	EXPECT_TRUE(wait_until(
+		[&] {
+			return query(pport, fmt::format("ALERTS{{alertname=\"AirlockSandboxFrozen\",alertstate=\"firing\","
+							"sandbox=\"{}\"}}",
+							b)) == 1.0;
+		},
+		20s, 250ms))
+		<< prom.describe();
+	EXPECT_TRUE(wait_until(
+		[&] {
+			return query(pport, fmt::format("ALERTS{{alertname=\"AirlockViolation\",alertstate=\"firing\","
+							"sandbox=\"{}\"}}",
+							a)) == 1.0;
+		},
+		20s, 250ms))
+		<< prom.describe();
+
+	write_file(env().path("release"), "");
+	EXPECT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.describe();
+	Result k = env().airlock({"kill", b});
+	EXPECT_EQ(k.status, 0) << k.describe();
+}
+
+}  // namespace
+}  // namespace it
