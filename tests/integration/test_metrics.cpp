@@ -1,6 +1,8 @@
 // `airlock daemon --metrics`: what a real Prometheus server scrapes from it
 // while sandboxes make allowed and denied traffic, checked against what the
-// test made them do. The exposition passes `promtool check metrics`.
+// test made them do. The exposition passes `promtool check metrics`, the
+// shipped alerting rules fire on the real violations, and every query of the
+// shipped Grafana dashboard returns data.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -60,6 +62,18 @@ protected:
 		if (!res.is_array() || res.size() != 1)
 			return std::nullopt;
 		return std::stod(res[0]["value"][1].get<std::string>());
+	}
+
+	// How many series an instant query returns (-1: the query failed).
+	int series(int port, const std::string& q)
+	{
+		Result r = run({"curl", "-sfG", "--data-urlencode", "query=" + q,
+				fmt::format("http://127.0.0.1:{}/api/v1/query", port)},
+			       10s);
+		json j = json::parse(r.out, nullptr, false);
+		if (j.is_discarded() || j.value("status", "") != "success" || !j["data"]["result"].is_array())
+			return -1;
+		return static_cast<int>(j["data"]["result"].size());
 	}
 
 	Proc& start_daemon(int port)
@@ -172,6 +186,30 @@ TEST_F(Metrics, PrometheusScrapesExactKernelCounters)
 		},
 		20s, 250ms))
 		<< prom.describe();
+
+	// Every query of the shipped dashboard returns data from this server,
+	// with its variables set to "all" the way Grafana expands them.
+	json dash = json::parse(read_file(source_dir() + "/dashboards/airlock.json"));
+	std::vector<std::string> exprs;
+	for (const auto& panel : dash["panels"])
+		for (const auto& t : panel.value("targets", json::array()))
+			exprs.push_back(t["expr"].get<std::string>());
+	ASSERT_GE(exprs.size(), 15u);
+	auto expand = [](std::string e) {
+		for (const auto& [var, val] : std::vector<std::pair<std::string, std::string>>{
+			     {"$__rate_interval", "30s"}, {"$sandbox", ".*"}, {"$instance", ".*"}}) {
+			for (size_t at = e.find(var); at != std::string::npos; at = e.find(var, at))
+				e.replace(at, var.size(), val);
+		}
+		return e;
+	};
+	for (const auto& e : exprs) {
+		std::string q = expand(e);
+		EXPECT_TRUE(wait_until([&] { return series(pport, q) > 0; }, 20s, 250ms))
+			<< "dashboard query returns no data: " << q << " (" << series(pport, q) << ")";
+	}
+	for (const char* var : {"sandbox", "instance"})
+		EXPECT_NE(dash["templating"].dump().find(var), std::string::npos);
 
 	write_file(env().path("release"), "");
 	EXPECT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.describe();
