@@ -43,7 +43,7 @@ protected:
 	// `airlock daemon` for this test's state directory, ready when it says so.
 	Proc& start_daemon()
 	{
-		Proc& d = env().start(env().airlock_argv({"daemon"}), "daemon");
+		Proc& d = env().start(env().airlock_argv({"daemon", "--metrics", "off"}), "daemon");
 		if (!wait_until([&] { return d.err().find("watching") != std::string::npos || !d.running(); }, 10s) ||
 		    !d.running())
 			throw std::runtime_error("the daemon did not start: " + d.describe());
@@ -107,6 +107,12 @@ TEST_F(Attach, ARunningProcessIsEnforcedFromAttachUntilDetach)
 
 	// `kill` is not how an attached sandbox ends: detach is, and the
 	// process and the cgroup stay.
+	// One daemon per state directory.
+	Result second = env().airlock({"daemon", "--metrics", "off"}, 5s);
+	EXPECT_NE(second.status, 0) << second.describe();
+	EXPECT_NE(second.err.find("another airlock daemon"), std::string::npos) << second.describe();
+	EXPECT_TRUE(daemon.running());
+
 	Result d = env().airlock({"detach", name});
 	ASSERT_EQ(d.status, 0) << d.describe();
 	EXPECT_TRUE(pid_alive(client.pid()));
