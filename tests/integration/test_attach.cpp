@@ -3,6 +3,7 @@
 // by a process's PID, as a container is), and `airlock detach` stops doing so
 // without touching the processes or the cgroup. `airlock daemon` supervises
 // such sandboxes: their violations reach the audit log and freeze them.
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <fmt/format.h>
@@ -209,6 +210,50 @@ TEST_F(Attach, TheDaemonFreezesAnAttachedSandboxOnItsViolation)
 	EXPECT_FALSE(env().status_of(name));
 	EXPECT_TRUE(exists(cg + "/cgroup.procs"));
 	EXPECT_TRUE(daemon.running()) << daemon.describe();
+}
+
+TEST_F(Attach, DaemonKilledAndRestartedUnderTrafficLeaksNothing)
+{
+	Proc& first = start_daemon();
+	std::string cg = make_cgroup("rs");
+	std::string name = "r" + env().id;
+	Result a = env().airlock({"attach", "--cgroup", cg, "--policy",
+				  env().write_policy("rs.json", base_policy("it-attach-restart")), "--name", name,
+				  "--audit-log", env().audit_path()});
+	ASSERT_EQ(a.status, 0) << a.describe();
+	std::string prefix = "AIRLOCK-MARK-rs-" + env().id + "-" + random_hex(8);
+	Proc& client = env().start(
+		inside(cg, env().py("loop.py", {"--proto", "udp", "--allowed", dest4(kAllowed4, 9000), "--denied",
+						dest4(kDenied4, 9001), "--prefix", prefix, "--progress",
+						env().path("loop.json"), "--stop", env().path("stop"), "--max", "100000",
+						"--seconds", "25", "--interval", "0.005"})),
+		"client");
+	ASSERT_TRUE(wait_until([&] { return count("loop.json", "denied", "fail") >= 5; }, 10s)) << client.describe();
+	ASSERT_TRUE(LoggedSoon(Violation("sendmsg4", "no-rule", kDenied4, 9001), name)) << first.describe();
+
+	// kill -9 the daemon, by its PID, while the client keeps trying.
+	first.signal(SIGKILL);
+	ASSERT_TRUE(first.reap_now(5s));
+	long fails = count("loop.json", "denied", "fail"), allowed = count("loop.json", "allowed", "ok");
+	ASSERT_TRUE(wait_until([&] { return count("loop.json", "denied", "fail") >= fails + 20; }, 10s));
+	EXPECT_GE(count("loop.json", "allowed", "ok"), allowed + 20) << "allowed traffic stopped with the daemon";
+	EXPECT_TRUE(env().status_of(name)) << "the sandbox is no longer listed";
+
+	// A new daemon takes the sandbox up again and logs what it finds.
+	size_t logged = decisions(env().audit(), Violation("sendmsg4", "no-rule", kDenied4, 9001)).size();
+	Proc& second = start_daemon();
+	EXPECT_TRUE(wait_until([&] { return second.err().find("supervising") != std::string::npos; }, 10s))
+		<< second.describe();
+	EXPECT_TRUE(wait_until(
+		[&] { return decisions(env().audit(), Violation("sendmsg4", "no-rule", kDenied4, 9001)).size() > logged; },
+		10s))
+		<< second.describe();
+	write_file(env().path("stop"), "");
+	EXPECT_TRUE(client.wait(10s)) << client.describe();
+	// Not one denied datagram got out, before, during or after the restart.
+	EXPECT_EQ(count("loop.json", "denied", "ok"), 0) << progress("loop.json").dump();
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-DENY-"));
+	EXPECT_TRUE(env().sink->wait_data(prefix + "-ALLOW-", 1, 3s));
 }
 
 TEST_F(Attach, BadTargetsAreRefusedWithOneLine)
