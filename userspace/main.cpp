@@ -109,6 +109,11 @@ int main(int argc, char** argv)
 		"daemon", "Supervise every sandbox without a runner: events to the audit log, violations to freeze or kill");
 	daemon->add_option("--metrics", daemon_opts.metrics, "Serve Prometheus metrics on ADDR:PORT (\"off\": none)")
 		->capture_default_str();
+	std::string events_sandbox;
+	bool events_follow = false;
+	auto* eventsc = app.add_subcommand("events", "Audit lines of the sandboxes the daemon supervises");
+	eventsc->add_option("--sandbox", events_sandbox, "Only this sandbox");
+	eventsc->add_flag("--follow,-f", events_follow, "Keep printing new lines");
 	auto* reload = app.add_subcommand("reload", "Swap a running sandbox's policy atomically");
 	reload->add_option("name", name, "Sandbox")->required();
 	reload->add_option("file", file, "New policy file")->required();
@@ -157,6 +162,8 @@ int main(int argc, char** argv)
 			return cmd_detach(paths, name);
 		if (daemon->parsed())
 			return cmd_daemon(paths, daemon_opts);
+		if (eventsc->parsed())
+			return cmd_events(paths, events_sandbox, events_follow);
 	} catch (const std::exception& e) {
 		spdlog::error("{}", e.what());
 		return is_run ? kExitAirlockError : kExitFailure;

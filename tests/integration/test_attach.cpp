@@ -256,6 +256,48 @@ TEST_F(Attach, DaemonKilledAndRestartedUnderTrafficLeaksNothing)
 	EXPECT_TRUE(env().sink->wait_data(prefix + "-ALLOW-", 1, 3s));
 }
 
+TEST_F(Attach, EventsStreamFromTheDaemonWhoseControlSocketIsRootsAlone)
+{
+	Proc& daemon = start_daemon();
+	Proc& follower = env().start(env().airlock_argv({"events", "--follow"}), "events");
+	std::string cg = make_cgroup("ev");
+	std::string name = "e" + env().id;
+	Result a = env().airlock({"attach", "--cgroup", cg, "--policy",
+				  env().write_policy("ev.json", base_policy("it-attach-events")), "--name", name,
+				  "--audit-log", env().audit_path()});
+	ASSERT_EQ(a.status, 0) << a.describe();
+	Result c = run(inside(cg, env().py("udp_send.py", {dest4(kDenied4, 9011), env().marker("ev")})), 10s);
+	EXPECT_EQ(c.status, 0) << c.describe();
+	// The violation reaches the follower as the audit log has it.
+	ASSERT_TRUE(wait_until(
+		[&] {
+			for (const auto& j : json_objects_in(follower.out()))
+				if (j.value("sandbox", "") == name && j.value("reason", "") == "no-rule" && j.value("port", 0) == 9011)
+					return true;
+			return false;
+		},
+		10s))
+		<< follower.describe() << daemon.describe();
+	// Without --follow: the recent lines, then the end.
+	Result once = env().airlock({"events", "--sandbox", name}, 10s);
+	EXPECT_EQ(once.status, 0) << once.describe();
+	EXPECT_NE(once.out.find("\"port\":9011"), std::string::npos) << once.describe();
+
+	// Root's alone: the socket's mode keeps others out, and so does the daemon.
+	std::vector<std::string> as_nobody = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+	auto events_argv = env().airlock_argv({"events"});
+	as_nobody.insert(as_nobody.end(), events_argv.begin(), events_argv.end());
+	Result denied = run(as_nobody, 10s);
+	EXPECT_NE(denied.status, 0) << denied.describe();
+	EXPECT_NE(denied.err.find("ermission denied"), std::string::npos) << denied.describe();
+	ASSERT_EQ(::chmod(env().state_dir.c_str(), 0711), 0);
+	ASSERT_EQ(::chmod((env().state_dir + "/control.sock").c_str(), 0666), 0);
+	Result refused = run(as_nobody, 10s);
+	EXPECT_NE(refused.status, 0) << refused.describe();
+	EXPECT_NE(refused.err.find("root's"), std::string::npos) << refused.describe();
+	EXPECT_TRUE(daemon.running()) << daemon.describe();
+}
+
 TEST_F(Attach, BadTargetsAreRefusedWithOneLine)
 {
 	std::string policy = env().write_policy("policy.json", base_policy("it-attach"));

@@ -52,5 +52,9 @@ struct DaemonOptions {
 	std::string metrics = "127.0.0.1:9464";  // "off": no metrics
 };
 int cmd_daemon(const Paths&, const DaemonOptions&);
+// The audit lines of the sandboxes the daemon supervises: the last ones it
+// saw, then (follow) every new one until interrupted.
+int cmd_events(const Paths&, const std::string& sandbox, bool follow);
+std::string control_socket(const Paths&);
 
 }  // namespace airlock

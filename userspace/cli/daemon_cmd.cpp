@@ -8,11 +8,18 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
 
 #include <spdlog/spdlog.h>
 
@@ -24,9 +31,16 @@
 #include "util/fd.h"
 #include "util/files.h"
 
+#include <nlohmann/json.hpp>
+
 namespace airlock {
 
 namespace {
+
+struct Subscriber {
+	Fd fd;
+	std::string sandbox;  // "" for every sandbox
+};
 
 struct Daemon {
 	const Paths& paths;
@@ -34,6 +48,73 @@ struct Daemon {
 	Fd ep;
 	std::optional<kernel::Kernel> k;
 	std::map<std::string, std::unique_ptr<Supervisor>> sups;
+	std::vector<Subscriber> subs;
+	std::deque<std::pair<std::string, std::string>> recent;  // (sandbox, line), the last kRecent
+
+	static constexpr size_t kRecent = 200;
+
+	// Every audit line of a supervised sandbox, to `airlock events`. A
+	// subscriber that cannot keep up is dropped, never waited for.
+	void publish(const std::string& sandbox, const std::string& line)
+	{
+		recent.emplace_back(sandbox, line);
+		if (recent.size() > kRecent)
+			recent.pop_front();
+		for (auto it = subs.begin(); it != subs.end();) {
+			bool keep = true;
+			if (it->sandbox.empty() || it->sandbox == sandbox)
+				keep = ::send(it->fd.get(), line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+				       static_cast<ssize_t>(line.size());
+			it = keep ? std::next(it) : subs.erase(it);
+		}
+	}
+
+	// One request per connection, one JSON line: {"cmd": "events",
+	// "follow": bool, "sandbox": NAME} or {"cmd": "ping"}. Root only.
+	void serve(int listen_fd)
+	{
+		Fd c(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+		if (!c.valid())
+			return;
+		auto reply = [&](const nlohmann::json& j) {
+			std::string t = j.dump() + "\n";
+			::send(c.get(), t.data(), t.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+		};
+		struct ucred cr {};
+		socklen_t len = sizeof(cr);
+		if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.uid != 0) {
+			spdlog::warn("control socket: refused uid {} (pid {})", cr.uid, cr.pid);
+			reply({{"error", "the control socket is root's"}});
+			return;
+		}
+		struct timeval tv = {1, 0};
+		::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		std::string req;
+		char buf[512];
+		while (req.find('\n') == std::string::npos && req.size() < 4096) {
+			ssize_t n = ::recv(c.get(), buf, sizeof(buf), 0);
+			if (n <= 0)
+				break;
+			req.append(buf, static_cast<size_t>(n));
+		}
+		auto j = nlohmann::json::parse(req.substr(0, req.find('\n')), nullptr, false);
+		std::string cmd = j.is_object() ? j.value("cmd", "") : "";
+		if (cmd == "ping") {
+			nlohmann::json names = nlohmann::json::array();
+			for (const auto& [name, sup] : sups)
+				names.push_back(name);
+			reply({{"ok", true}, {"pid", ::getpid()}, {"supervising", names}});
+		} else if (cmd == "events") {
+			std::string sandbox = j.value("sandbox", "");
+			for (const auto& [sb, line] : recent)
+				if (sandbox.empty() || sb == sandbox)
+					::send(c.get(), line.data(), line.size(), MSG_NOSIGNAL);
+			if (j.value("follow", false))
+				subs.push_back({std::move(c), sandbox});
+		} else {
+			reply({{"error", "unknown request; expected {\"cmd\": \"events\"|\"ping\"}"}});
+		}
+	}
 
 	// Takes up sandboxes that nobody runs, lets go of those that are gone.
 	void rescan()
@@ -68,6 +149,7 @@ struct Daemon {
 			auto parsed = parse_policy_file(paths.policy_copy(r.name, r.bank));
 			try {
 				auto sup = std::make_unique<Supervisor>(*k, paths, r, parsed.policy.value_or(Policy{}));
+				sup->audit().tee([this](const std::string& sb, const std::string& line) { publish(sb, line); });
 				if (metrics) {
 					sup->on_frozen = [m = metrics](double s) { m->freeze_latency(s); };
 					sup->on_reload = [m = metrics](bool ok) { m->reload(ok); };
@@ -87,6 +169,47 @@ struct Daemon {
 };
 
 }  // namespace
+
+std::string control_socket(const Paths& paths)
+{
+	return paths.state_dir + "/control.sock";
+}
+
+int cmd_events(const Paths& paths, const std::string& sandbox, bool follow)
+{
+	std::string path = control_socket(paths);
+	Fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+	struct sockaddr_un sa = {};
+	sa.sun_family = AF_UNIX;
+	std::memcpy(sa.sun_path, path.c_str(), std::min(path.size() + 1, sizeof(sa.sun_path) - 1));
+	if (!s.valid() || ::connect(s.get(), reinterpret_cast<struct sockaddr*>(&sa), sizeof(sa)) != 0) {
+		int e = errno;
+		if (e == ENOENT || e == ECONNREFUSED)
+			fail("no airlock daemon runs for {} (start one: airlock daemon)", paths.state_dir);
+		fail_errno("connect to the daemon's control socket " + path, e);
+	}
+	std::string req = nlohmann::json{{"cmd", "events"}, {"follow", follow}, {"sandbox", sandbox}}.dump() + "\n";
+	// A daemon that refuses answers and closes at once: read its reason
+	// even when the request could not be sent.
+	int send_errno = ::send(s.get(), req.data(), req.size(), MSG_NOSIGNAL) < 0 ? errno : 0;
+	char buf[4096];
+	for (bool first = true;; first = false) {
+		ssize_t n = ::recv(s.get(), buf, sizeof(buf), 0);
+		if (n <= 0) {
+			if (first && send_errno)
+				fail_errno("send to the daemon", send_errno);
+			break;
+		}
+		std::string chunk(buf, static_cast<size_t>(n));
+		if (chunk.rfind("{\"error\"", 0) == 0) {
+			auto j = nlohmann::json::parse(chunk.substr(0, chunk.find('\n')), nullptr, false);
+			fail("the daemon refused: {}", j.is_object() ? j.value("error", chunk) : chunk);
+		}
+		std::fwrite(buf, 1, static_cast<size_t>(n), stdout);
+		std::fflush(stdout);
+	}
+	return kExitOk;
+}
 
 int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 {
@@ -133,7 +256,27 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 	iev.data.u64 = 2;
 	if (::epoll_ctl(d.ep.get(), EPOLL_CTL_ADD, ino.get(), &iev) != 0)
 		fail_errno("epoll");
-	spdlog::info("airlock daemon: watching {} (pins {})", paths.state_dir, paths.bpf_dir);
+	// The control socket: root's alone (mode 0600, and the peer's uid is checked).
+	std::string sock_path = control_socket(paths);
+	::unlink(sock_path.c_str());  // a dead daemon's; we hold the lock
+	Fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	struct sockaddr_un sa = {};
+	sa.sun_family = AF_UNIX;
+	if (sock_path.size() >= sizeof(sa.sun_path))
+		fail("control socket path too long: {}", sock_path);
+	std::memcpy(sa.sun_path, sock_path.c_str(), sock_path.size() + 1);
+	mode_t old = ::umask(077);
+	int bound = ::bind(listener.get(), reinterpret_cast<struct sockaddr*>(&sa), sizeof(sa));
+	::umask(old);
+	if (!listener.valid() || bound != 0 || ::chmod(sock_path.c_str(), 0600) != 0 || ::listen(listener.get(), 16) != 0)
+		fail_errno("control socket " + sock_path);
+	struct epoll_event lev = {};
+	lev.events = EPOLLIN;
+	lev.data.u64 = 3;
+	if (::epoll_ctl(d.ep.get(), EPOLL_CTL_ADD, listener.get(), &lev) != 0)
+		fail_errno("epoll");
+	spdlog::info("airlock daemon: watching {} (pins {}), control socket {}", paths.state_dir, paths.bpf_dir,
+		     sock_path);
 
 	uint64_t last_scan = 0;
 	for (;;) {
@@ -158,6 +301,10 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 					sup->poll();
 				continue;
 			}
+			if (evs[i].data.u64 == 3) {
+				d.serve(listener.get());
+				continue;
+			}
 			if (evs[i].data.u64 != 1)
 				continue;
 			struct signalfd_siginfo ssi;
@@ -169,6 +316,7 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 				}
 				spdlog::info("airlock daemon: signal {}, exiting; enforcement stays in the kernel",
 					     ssi.ssi_signo);
+				::unlink(sock_path.c_str());
 				return kExitOk;
 			}
 		}

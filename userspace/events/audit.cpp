@@ -204,13 +204,14 @@ AuditLog::AuditLog(const std::string& path)
 		fail_errno("open audit log " + path);
 }
 
-AuditLog::AuditLog(AuditLog&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+AuditLog::AuditLog(AuditLog&& o) noexcept : fd_(std::exchange(o.fd_, -1)), tee_(std::move(o.tee_)) {}
 AuditLog& AuditLog::operator=(AuditLog&& o) noexcept
 {
 	if (this != &o) {
 		if (fd_ >= 0)
 			::close(fd_);
 		fd_ = std::exchange(o.fd_, -1);
+		tee_ = std::move(o.tee_);
 	}
 	return *this;
 }
@@ -222,7 +223,7 @@ AuditLog::~AuditLog()
 
 void AuditLog::write(const std::string& sandbox, const json& record)
 {
-	if (fd_ < 0)
+	if (fd_ < 0 && !tee_)
 		return;
 	json line = json::object();
 	line["ts"] = now_rfc3339();
@@ -230,8 +231,10 @@ void AuditLog::write(const std::string& sandbox, const json& record)
 	for (auto it = record.begin(); it != record.end(); ++it)
 		line[it.key()] = it.value();
 	std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+	if (tee_)
+		tee_(sandbox, text);
 	// O_APPEND makes the one write atomic against other appenders.
-	if (::write(fd_, text.data(), text.size()) < 0)
+	if (fd_ >= 0 && ::write(fd_, text.data(), text.size()) < 0)
 		fail_errno("write audit log");
 }
 

@@ -3,6 +3,7 @@
 // and the JSON-lines audit log.
 #include <airlock/abi.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -40,9 +41,12 @@ public:
 	bool open() const { return fd_ >= 0; }
 	// Adds "ts" and "sandbox" in front of the object's own fields.
 	void write(const std::string& sandbox, const nlohmann::json& record);
+	// Also hands every line (with its newline) to f: the daemon's event stream.
+	void tee(std::function<void(const std::string& sandbox, const std::string& line)> f) { tee_ = std::move(f); }
 
 private:
 	int fd_ = -1;
+	std::function<void(const std::string&, const std::string&)> tee_;
 };
 
 }  // namespace airlock
