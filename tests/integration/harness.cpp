@@ -799,6 +799,15 @@ std::vector<json> read_json_lines(const std::string& path)
 	return out;
 }
 
+json read_json_object(const std::string& path)
+{
+	auto t = try_read_file(path);
+	if (!t)
+		return json::object();
+	json j = json::parse(*t, nullptr, false);
+	return j.is_object() ? j : json::object();
+}
+
 bool field_is(const json& j, const char* key, const std::optional<std::string>& want)
 {
 	if (!want)

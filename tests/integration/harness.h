@@ -197,6 +197,9 @@ struct Match {
 	std::string describe() const;
 };
 std::vector<json> read_json_lines(const std::string& path);
+// The JSON object in a file, or {} if the file is missing or not one yet
+// (progress files that a client replaces as it goes).
+json read_json_object(const std::string& path);
 // The JSON objects among the lines of text (a client's stdout); other lines are skipped.
 std::vector<json> json_objects_in(const std::string& text);
 // j[key] is the string want, or want is not set.

@@ -15,14 +15,7 @@ namespace {
 
 class Attach : public AirlockTest {
 protected:
-	json progress(const std::string& file)
-	{
-		auto t = try_read_file(env().path(file));
-		if (!t)
-			return json::object();
-		json j = json::parse(*t, nullptr, false);
-		return j.is_discarded() ? json::object() : j;
-	}
+	json progress(const std::string& file) { return read_json_object(env().path(file)); }
 	long count(const std::string& file, const char* dest, const char* what)
 	{
 		json p = progress(file);
@@ -39,6 +32,16 @@ protected:
 		if (::mkdir(cg.c_str(), 0755) != 0)
 			throw std::runtime_error("mkdir " + cg + ": " + errno_name(errno));
 		return cg;
+	}
+
+	// A client that keeps sending to the allowed and the denied destination,
+	// writing its totals to loop.json, until the file "stop" appears.
+	std::vector<std::string> udp_loop(const std::string& prefix)
+	{
+		return env().py("loop.py", {"--proto", "udp", "--allowed", dest4(kAllowed4, 9000), "--denied",
+					    dest4(kDenied4, 9001), "--prefix", prefix, "--progress", env().path("loop.json"),
+					    "--stop", env().path("stop"), "--max", "100000", "--seconds", "25", "--interval",
+					    "0.005"});
 	}
 
 	// `airlock daemon` for this test's state directory, ready when it says so.
@@ -73,10 +76,7 @@ TEST_F(Attach, ARunningProcessIsEnforcedFromAttachUntilDetach)
 	std::string cg = make_cgroup("ext");
 	std::string prefix = "AIRLOCK-MARK-at-" + env().id + "-" + random_hex(8);
 	Proc& client = env().start(
-		inside(cg, env().py("loop.py", {"--proto", "udp", "--allowed", dest4(kAllowed4, 9000), "--denied",
-						dest4(kDenied4, 9001), "--prefix", prefix, "--progress",
-						env().path("loop.json"), "--stop", env().path("stop"), "--max", "100000",
-						"--seconds", "25", "--interval", "0.005"})),
+		inside(cg, udp_loop(prefix)),
 		"client");
 	// Unenforced: the denied destination is reached (the oracle can fail).
 	ASSERT_TRUE(wait_until([&] { return count("loop.json", "denied", "ok") >= 3; }, 10s)) << client.describe();
@@ -223,10 +223,7 @@ TEST_F(Attach, DaemonKilledAndRestartedUnderTrafficLeaksNothing)
 	ASSERT_EQ(a.status, 0) << a.describe();
 	std::string prefix = "AIRLOCK-MARK-rs-" + env().id + "-" + random_hex(8);
 	Proc& client = env().start(
-		inside(cg, env().py("loop.py", {"--proto", "udp", "--allowed", dest4(kAllowed4, 9000), "--denied",
-						dest4(kDenied4, 9001), "--prefix", prefix, "--progress",
-						env().path("loop.json"), "--stop", env().path("stop"), "--max", "100000",
-						"--seconds", "25", "--interval", "0.005"})),
+		inside(cg, udp_loop(prefix)),
 		"client");
 	ASSERT_TRUE(wait_until([&] { return count("loop.json", "denied", "fail") >= 5; }, 10s)) << client.describe();
 	ASSERT_TRUE(LoggedSoon(Violation("sendmsg4", "no-rule", kDenied4, 9001), name)) << first.describe();

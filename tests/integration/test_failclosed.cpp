@@ -12,14 +12,7 @@ namespace {
 
 class FailClosed : public AirlockTest {
 protected:
-	json progress(const std::string& file)
-	{
-		auto t = try_read_file(env().path(file));
-		if (!t)
-			return json::object();
-		json j = json::parse(*t, nullptr, false);
-		return j.is_discarded() ? json::object() : j;
-	}
+	json progress(const std::string& file) { return read_json_object(env().path(file)); }
 	int iterations(const std::string& file) { return progress(file).value("iterations", 0); }
 };
 

@@ -32,14 +32,10 @@ std::string default_name(const std::string& cgroup_path)
 
 int cmd_attach(const Paths& paths, const AttachOptions& o)
 {
-	Policy policy;
-	try {
-		policy = load_policy(o.policy_file);
-	} catch (const PolicyRejected& e) {
-		for (const auto& l : e.lines())
-			fmt::print(stderr, "{}\n", l);
+	auto loaded = load_policy_or_report(o.policy_file);
+	if (!loaded)
 		return kExitFailure;
-	}
+	Policy policy = std::move(*loaded);
 	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
 	make_dirs(paths.state_dir);
 	SandboxRecord rec;

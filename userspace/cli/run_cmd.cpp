@@ -209,14 +209,10 @@ int exit_status_of(const siginfo_t& si)
 
 int cmd_run(const Paths& paths, const RunOptions& o)
 {
-	Policy policy;
-	try {
-		policy = load_policy(o.policy_file);
-	} catch (const PolicyRejected& e) {
-		for (const auto& l : e.lines())
-			fmt::print(stderr, "{}\n", l);
+	auto loaded = load_policy_or_report(o.policy_file);
+	if (!loaded)
 		return kExitAirlockError;
-	}
+	Policy policy = std::move(*loaded);
 	// Capabilities do not guard these: bpffs pins and cgroup.procs are files,
 	// and uid 0 owns them.
 	if (o.user.empty() && ::geteuid() == 0)

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "policy/compile.h"
 #include "sandbox/cgroup.h"
 #include "util/files.h"
@@ -70,6 +72,17 @@ Policy load_policy(const std::string& file)
 	// Compile once for the errors only the compiler finds (kernel limits).
 	compile_or_throw(*res.policy, 1);
 	return *res.policy;
+}
+
+std::optional<Policy> load_policy_or_report(const std::string& file)
+{
+	try {
+		return load_policy(file);
+	} catch (const PolicyRejected& e) {
+		for (const auto& l : e.lines())
+			fmt::print(stderr, "{}\n", l);
+		return std::nullopt;
+	}
 }
 
 SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const CreateOptions& o)

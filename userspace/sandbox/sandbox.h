@@ -1,6 +1,7 @@
 #pragma once
 // A sandbox's lifecycle in kernel maps, pins and cgroups: create, reload,
 // destroy. Callers hold the state lock (Paths::lock_file) around each.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,5 +55,7 @@ std::string resolve_attach_target(const Paths&, const std::string& cgroup, int p
 
 // Parses and compiles FILE for a check; throws PolicyRejected with every error.
 Policy load_policy(const std::string& file);
+// The same, printing every error line to stderr instead of throwing.
+std::optional<Policy> load_policy_or_report(const std::string& file);
 
 }  // namespace airlock
