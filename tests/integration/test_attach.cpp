@@ -295,6 +295,57 @@ TEST_F(Attach, EventsStreamFromTheDaemonWhoseControlSocketIsRootsAlone)
 	EXPECT_TRUE(daemon.running()) << daemon.describe();
 }
 
+TEST_F(Attach, TheDaemonReloadsAChangedPolicyFileAndKeepsTheOldOneForABadFile)
+{
+	Proc& daemon = start_daemon();
+	std::string cg = make_cgroup("pf");
+	std::string name = "p" + env().id;
+	std::string policy = env().write_policy("pf.json", base_policy("it-attach-pf"));  // allows .2 only
+	Result a = env().airlock({"attach", "--cgroup", cg, "--policy", policy, "--name", name, "--audit-log",
+				  env().audit_path()});
+	ASSERT_EQ(a.status, 0) << a.describe();
+	ASSERT_TRUE(wait_until([&] { return daemon.err().find("supervising") != std::string::npos; }, 10s));
+	auto send_to_denied = [&](const std::string& tag) {
+		std::string m = env().marker(tag);
+		RunResult rr;
+		rr.r = run(inside(cg, env().py("udp_send.py", {dest4(kDenied4, 9020), m})), 10s);
+		rr.out_json = json_objects_in(rr.r.out);
+		return std::make_pair(m, ResultFor(rr, m));
+	};
+	auto before = send_to_denied("before");
+	EXPECT_EQ(Errno(before.second), "EPERM") << before.second.dump();
+	auto reloads = [&](const std::string& result) {
+		size_t n = 0;
+		for (const auto& j : events(env().audit(), "reload"))
+			n += j.value("result", "") == result && j.value("sandbox", "") == name;
+		return n;
+	};
+
+	// The file is replaced (as an editor or a config tool does): reloaded.
+	json wider = base_policy("it-attach-pf-wider");
+	wider["rules"].push_back({{"action", "allow"}, {"cidr", std::string(kDenied4) + "/32"}, {"ports", {9020}}});
+	write_file(env().path("pf.json.new"), wider.dump());
+	ASSERT_EQ(::rename(env().path("pf.json.new").c_str(), policy.c_str()), 0);
+	ASSERT_TRUE(wait_until([&] { return reloads("ok") == 1; }, 10s)) << daemon.describe() << dump_lines(env().audit());
+	auto after = send_to_denied("after");
+	EXPECT_TRUE(Ok(after.second)) << after.second.dump();
+	EXPECT_TRUE(ArrivedIntact(env(), after.first));
+	EXPECT_EQ(env().status_of(name)->value("policy", ""), "it-attach-pf-wider");
+
+	// A bad file is rejected with its errors; the policy in force stays.
+	write_file(policy, "{\"version\": 1, \"name\": \"broken\", \"rules\": [{\"action\": \"allow\", \"cidr\": \"10.77.0.0/33\"}]}");
+	ASSERT_TRUE(wait_until([&] { return reloads("error") == 1; }, 10s)) << daemon.describe() << dump_lines(env().audit());
+	for (const auto& j : events(env().audit(), "reload")) {
+		if (j.value("result", "") == "error") {
+			EXPECT_NE(j.dump().find("rules/0/cidr"), std::string::npos) << j.dump();
+		}
+	}
+	auto still = send_to_denied("still");
+	EXPECT_TRUE(Ok(still.second)) << still.second.dump();
+	EXPECT_TRUE(ArrivedIntact(env(), still.first));
+	EXPECT_EQ(env().status_of(name)->value("policy", ""), "it-attach-pf-wider");
+}
+
 TEST_F(Attach, BadTargetsAreRefusedWithOneLine)
 {
 	std::string policy = env().write_policy("policy.json", base_policy("it-attach"));

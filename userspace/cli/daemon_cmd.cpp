@@ -49,6 +49,9 @@ struct Daemon {
 	std::optional<kernel::Kernel> k;
 	std::map<std::string, std::unique_ptr<Supervisor>> sups;
 	std::vector<Subscriber> subs;
+	// Policy files of supervised sandboxes: a change is a reload.
+	Fd policy_ino;
+	std::map<int, std::string> watched_dirs;  // inotify wd -> directory
 	std::deque<std::pair<std::string, std::string>> recent;  // (sandbox, line), the last kRecent
 
 	static constexpr size_t kRecent = 200;
@@ -66,6 +69,43 @@ struct Daemon {
 				keep = ::send(it->fd.get(), line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
 				       static_cast<ssize_t>(line.size());
 			it = keep ? std::next(it) : subs.erase(it);
+		}
+	}
+
+	void watch_policy(const std::string& file)
+	{
+		std::string dir = file.substr(0, file.rfind('/'));
+		if (dir.empty() || !policy_ino.valid())
+			return;
+		int wd = ::inotify_add_watch(policy_ino.get(), dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO);
+		if (wd < 0)
+			spdlog::warn("cannot watch {} for policy changes: {}", dir, std::strerror(errno));
+		else
+			watched_dirs[wd] = dir;
+	}
+
+	// A policy file was written or replaced: every supervised sandbox
+	// enforcing it reloads it (a bad file is rejected, the old policy stays).
+	void policy_changed()
+	{
+		alignas(struct inotify_event) char buf[8192];
+		for (;;) {
+			ssize_t n = ::read(policy_ino.get(), buf, sizeof(buf));
+			if (n <= 0)
+				break;
+			for (ssize_t off = 0; off < n;) {
+				auto* ev = reinterpret_cast<struct inotify_event*>(buf + off);
+				off += sizeof(struct inotify_event) + ev->len;
+				auto dir = watched_dirs.find(ev->wd);
+				if (dir == watched_dirs.end() || ev->len == 0)
+					continue;
+				std::string path = dir->second + "/" + ev->name;
+				for (auto& [name, sup] : sups)
+					if (sup->record().policy_file == path) {
+						spdlog::info("{}: {} changed; reloading", name, path);
+						sup->reload_from_file("policy file changed");
+					}
+			}
 		}
 	}
 
@@ -150,6 +190,7 @@ struct Daemon {
 			try {
 				auto sup = std::make_unique<Supervisor>(*k, paths, r, parsed.policy.value_or(Policy{}));
 				sup->audit().tee([this](const std::string& sb, const std::string& line) { publish(sb, line); });
+				watch_policy(r.policy_file);
 				if (metrics) {
 					sup->on_frozen = [m = metrics](double s) { m->freeze_latency(s); };
 					sup->on_reload = [m = metrics](bool ok) { m->reload(ok); };
@@ -238,7 +279,13 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 		}
 		spdlog::info("airlock daemon: metrics on http://{}/metrics", o.metrics);
 	}
-	Daemon d{paths, metrics.get(), Fd(::epoll_create1(EPOLL_CLOEXEC)), std::nullopt, {}};
+	Daemon d{paths, metrics.get(), Fd(::epoll_create1(EPOLL_CLOEXEC)), std::nullopt, {}, {}, {}, {}, {}};
+	d.policy_ino.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+	struct epoll_event pev = {};
+	pev.events = EPOLLIN;
+	pev.data.u64 = 4;
+	if (!d.policy_ino.valid() || ::epoll_ctl(d.ep.get(), EPOLL_CTL_ADD, d.policy_ino.get(), &pev) != 0)
+		fail_errno("watch policy files");
 	struct epoll_event sev = {};
 	sev.events = EPOLLIN;
 	sev.data.u64 = 1;
@@ -303,6 +350,10 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 			}
 			if (evs[i].data.u64 == 3) {
 				d.serve(listener.get());
+				continue;
+			}
+			if (evs[i].data.u64 == 4) {
+				d.policy_changed();
 				continue;
 			}
 			if (evs[i].data.u64 != 1)
