@@ -118,11 +118,6 @@ int al_sendmsg6(struct bpf_sock_addr *ctx)
 	return al_addr6(ctx, AL_HOOK_SENDMSG6);
 }
 
-static __always_inline int al_is_dns(const struct al_dest *dst)
-{
-	return dst->port == AL_DNS_PORT && (dst->protocol == IPPROTO_UDP || dst->protocol == IPPROTO_TCP);
-}
-
 /* The backstop: whatever the syscall claimed, this is where the packet goes.
  * A packet to a resolver is also a DNS query, judged by what it asks. */
 SEC("cgroup_skb/egress")

@@ -60,18 +60,10 @@ static __always_inline void al_count(struct al_counters *c, __u8 hook,
 	}
 }
 
-static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgroup_id,
-				    __u32 slot, __u32 policy_id, const struct al_dest *dst,
-				    const struct al_decision *d)
+/* The decision record every event starts with. */
+static __always_inline void al_fill_event(struct al_event *e, __u8 kind, __u8 hook, __u64 cgroup_id, __u32 slot,
+					  __u32 policy_id, const struct al_dest *dst, const struct al_decision *d)
 {
-	void *ring = bpf_map_lookup_elem(&al_rings, &slot);
-	struct al_event *e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : 0;
-
-	if (!e) {
-		if (c)
-			c->events_lost++;
-		return;
-	}
 	e->ts_ns = bpf_ktime_get_ns();
 	e->cgroup_id = cgroup_id;
 	e->slot = slot;
@@ -81,15 +73,16 @@ static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgro
 	__builtin_memset(e->comm, 0, sizeof(e->comm));
 	/* cgroup_skb may not call task helpers before Linux 6.6 or so: the
 	 * agent sets the knob from a probe, and the verifier never walks the
-	 * call where it is 0. */
-	if ((hook != AL_HOOK_EGRESS && hook != AL_HOOK_INGRESS) || al_skb_task_info) {
+	 * call where it is 0. Ingress runs in softirq: whoever ran is not the
+	 * sandbox's task. */
+	if ((hook != AL_HOOK_EGRESS && hook != AL_HOOK_INGRESS) || (hook == AL_HOOK_EGRESS && al_skb_task_info)) {
 		__u64 pid_tgid = bpf_get_current_pid_tgid();
 
 		e->pid = (__u32)pid_tgid;
 		e->tgid = pid_tgid >> 32;
 		bpf_get_current_comm(e->comm, sizeof(e->comm));
 	}
-	e->kind = AL_EVENT_DECISION;
+	e->kind = kind;
 	e->hook = hook;
 	e->verdict = d->verdict;
 	e->reason = d->reason;
@@ -100,6 +93,23 @@ static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgro
 	e->latched = d->latched;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	__builtin_memcpy(e->addr, dst->addr, sizeof(e->addr));
+}
+
+static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgroup_id,
+				    __u32 slot, __u32 policy_id, const struct al_dest *dst,
+				    const struct al_decision *d)
+{
+	void *ring = bpf_map_lookup_elem(&al_rings, &slot);
+	struct al_event *e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : 0;
+
+	/* The reservation is checked where it is made: older verifiers lose
+	 * track of a reference returned through a helper function. */
+	if (!e) {
+		if (c)
+			c->events_lost++;
+		return;
+	}
+	al_fill_event(e, AL_EVENT_DECISION, hook, cgroup_id, slot, policy_id, dst, d);
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -118,35 +128,21 @@ static __always_inline void al_emit_dns(struct al_counters *c, __u8 hook, __u64 
 			c->events_lost++;
 		return;
 	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->base.ts_ns = bpf_ktime_get_ns();
-	e->base.cgroup_id = cgroup_id;
-	e->base.slot = slot;
-	e->base.policy_id = policy_id;
-	if (hook != AL_HOOK_INGRESS && al_skb_task_info) {
-		__u64 pid_tgid = bpf_get_current_pid_tgid();
-
-		e->base.pid = (__u32)pid_tgid;
-		e->base.tgid = pid_tgid >> 32;
-		bpf_get_current_comm(e->base.comm, sizeof(e->base.comm));
-	}
-	e->base.kind = hook == AL_HOOK_INGRESS ? AL_EVENT_DNS_ANSWER : AL_EVENT_DNS_QUERY;
-	e->base.hook = hook;
-	e->base.verdict = d->verdict;
-	e->base.reason = d->reason;
-	e->base.family = dst->family;
-	e->base.protocol = dst->protocol;
-	e->base.port = dst->port;
-	e->base.rule = d->rule;
-	e->base.latched = d->latched;
-	__builtin_memcpy(e->base.addr, dst->addr, sizeof(e->base.addr));
+	al_fill_event(&e->base, hook == AL_HOOK_INGRESS ? AL_EVENT_DNS_ANSWER : AL_EVENT_DNS_QUERY, hook, cgroup_id,
+		      slot, policy_id, dst, d);
 	e->qtype = qtype;
 	e->qid = qid;
 	e->name_len = name_bytes;
 	e->learned = learned;
+	e->pad = 0;
 	e->ttl = ttl;
+	e->pad2 = 0;
 	if (name_bytes)
 		__builtin_memcpy(e->name, name->name, AL_DNS_NAME_BYTES);
+	else
+		__builtin_memset(e->name, 0, AL_DNS_NAME_BYTES);
+	e->name[AL_DNS_NAME_BYTES] = 0;
+	e->name[AL_DNS_NAME_BYTES + 1] = 0;
 	bpf_ringbuf_submit(e, 0);
 }
 

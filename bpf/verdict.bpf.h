@@ -214,26 +214,28 @@ static __always_inline void al_learned_decide(struct al_sandbox *sb, const struc
 	__sync_val_compare_and_swap(&b->busy, 1, 0);
 }
 
+static __always_inline int al_is_dns(const struct al_dest *dst)
+{
+	return dst->port == AL_DNS_PORT && (dst->protocol == IPPROTO_UDP || dst->protocol == IPPROTO_TCP);
+}
+
 /* The verdict on a destination: port 53 by the DNS policy; otherwise an
  * explicit address deny wins, then what a learned name allows, then the
  * address rules' allow, else default deny. */
 static __always_inline void al_decide_dest(struct al_sandbox *sb, const struct al_dest *dst, __u8 hook,
 					   struct al_decision *out)
 {
-	al_rules_decide(sb->policy_id, dst, out);
-	if (out->reason == AL_REASON_PROTOCOL)
-		return;
-	if (dst->port == AL_DNS_PORT && (dst->protocol == IPPROTO_UDP || dst->protocol == IPPROTO_TCP)) {
+	if (al_is_dns(dst)) {
+		/* No address lookup: the dns block alone decides port 53. */
+		__builtin_memset(out, 0, sizeof(*out));
 		al_dns_dest(sb->policy_id, dst, out);
 		return;
 	}
-	if (out->reason == AL_REASON_RULE_DENY)
+	al_rules_decide(sb->policy_id, dst, out);
+	if (out->reason == AL_REASON_PROTOCOL || out->reason == AL_REASON_RULE_DENY)
 		return;
-	struct al_decision learned = *out;
-
-	al_learned_decide(sb, dst, hook, &learned);
-	if (learned.reason == AL_REASON_LEARNED || learned.reason == AL_REASON_RULE_DENY)
-		*out = learned;
+	/* Overwrites out only where a range of the name's rules matches. */
+	al_learned_decide(sb, dst, hook, out);
 }
 
 static __always_inline int al_latched(__u32 slot)

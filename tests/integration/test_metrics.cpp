@@ -49,31 +49,32 @@ protected:
 		return r.status == 0 ? r.out : "";
 	}
 
-	// An instant query to the Prometheus server: the value of its only series.
-	std::optional<double> query(int port, const std::string& q)
-	{
-		Result r = run({"curl", "-sfG", "--data-urlencode", "query=" + q,
-				fmt::format("http://127.0.0.1:{}/api/v1/query", port)},
-			       10s);
-		json j = json::parse(r.out, nullptr, false);
-		if (j.is_discarded() || j.value("status", "") != "success")
-			return std::nullopt;
-		const json& res = j["data"]["result"];
-		if (!res.is_array() || res.size() != 1)
-			return std::nullopt;
-		return std::stod(res[0]["value"][1].get<std::string>());
-	}
-
-	// How many series an instant query returns (-1: the query failed).
-	int series(int port, const std::string& q)
+	// The result of an instant query to the Prometheus server, or null.
+	json api_query(int port, const std::string& q)
 	{
 		Result r = run({"curl", "-sfG", "--data-urlencode", "query=" + q,
 				fmt::format("http://127.0.0.1:{}/api/v1/query", port)},
 			       10s);
 		json j = json::parse(r.out, nullptr, false);
 		if (j.is_discarded() || j.value("status", "") != "success" || !j["data"]["result"].is_array())
-			return -1;
-		return static_cast<int>(j["data"]["result"].size());
+			return json();
+		return j["data"]["result"];
+	}
+
+	// The value of its only series.
+	std::optional<double> query(int port, const std::string& q)
+	{
+		json res = api_query(port, q);
+		if (!res.is_array() || res.size() != 1)
+			return std::nullopt;
+		return std::stod(res[0]["value"][1].get<std::string>());
+	}
+
+	// How many series it returns (-1: the query failed).
+	int series(int port, const std::string& q)
+	{
+		json res = api_query(port, q);
+		return res.is_array() ? static_cast<int>(res.size()) : -1;
 	}
 
 	Proc& start_daemon(int port)

@@ -2,8 +2,6 @@
 // work on the pins and the state directory, so they need no daemon.
 #include <fmt/format.h>
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +14,7 @@
 #include "kernel/kernel.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/supervisor.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -25,13 +24,6 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
-
-uint64_t monotonic_now_ns()
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
 
 SandboxRecord record_or_fail(const Paths& paths, const std::string& name)
 {
@@ -99,7 +91,7 @@ int cmd_status(const Paths& paths, bool as_json)
 		bool frozen = ev && ev->frozen;
 		al_counters counters = k->counters(r.slot);
 		auto learned = k->learned(r.slot);
-		uint64_t now = monotonic_now_ns();
+		uint64_t now = monotonic_ns();
 		size_t live = std::count_if(learned.begin(), learned.end(),
 					    [&](const kernel::Kernel::Learned& l) { return l.value.expires_ns > now; });
 		std::string state = !ev ? "gone" : frozen ? "frozen" : l.violated_ns ? "quarantined" : "running";

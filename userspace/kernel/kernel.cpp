@@ -273,22 +273,18 @@ void Kernel::install_rules(const CompiledPolicy& c, uint32_t policy_id)
 }
 
 namespace {
-template <typename F>
-void for_each_rule_key(int fd, F&& f)
-{
-	al_lpm_key key{}, next{};
-	void* prev = nullptr;
-	std::vector<al_lpm_key> keys;
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		keys.push_back(next);
-		key = next;
-		prev = &key;
-	}
-	for (auto& k : keys)
-		f(k);
-}
-}  // namespace
 
+// The inner map an array-of-maps holds at slot, or an invalid Fd.
+Fd inner_map(int outer, uint32_t slot)
+{
+	uint32_t id = 0;
+	if (bpf_map_lookup_elem(outer, &slot, &id) != 0 || id == 0)
+		return Fd();
+	int fd = bpf_map_get_fd_by_id(id);
+	return Fd(fd < 0 ? -1 : fd);
+}
+
+// Every key of a map, collected first so that f may delete as it goes.
 template <typename Key, typename F>
 void for_each_key(int fd, F&& f)
 {
@@ -304,9 +300,11 @@ void for_each_key(int fd, F&& f)
 		f(k);
 }
 
+}  // namespace
+
 void Kernel::delete_rules(uint32_t policy_id)
 {
-	for_each_rule_key(maps_.rules.get(), [&](const al_lpm_key& k) {
+	for_each_key<al_lpm_key>(maps_.rules.get(), [&](const al_lpm_key& k) {
 		if (k.policy_id == policy_id)
 			bpf_map_delete_elem(maps_.rules.get(), &k);
 	});
@@ -320,7 +318,7 @@ void Kernel::delete_rules(uint32_t policy_id)
 size_t Kernel::count_rules(uint32_t policy_id) const
 {
 	size_t n = 0;
-	for_each_rule_key(maps_.rules.get(), [&](const al_lpm_key& k) { n += k.policy_id == policy_id; });
+	for_each_key<al_lpm_key>(maps_.rules.get(), [&](const al_lpm_key& k) { n += k.policy_id == policy_id; });
 	return n;
 }
 
@@ -382,11 +380,7 @@ Fd Kernel::create_ring(uint32_t slot)
 
 Fd Kernel::ring(uint32_t slot) const
 {
-	uint32_t id = 0;
-	if (bpf_map_lookup_elem(maps_.rings.get(), &slot, &id) != 0 || id == 0)
-		return Fd();
-	int fd = bpf_map_get_fd_by_id(id);
-	return Fd(fd < 0 ? -1 : fd);
+	return inner_map(maps_.rings.get(), slot);
 }
 
 void Kernel::delete_ring(uint32_t slot)
@@ -427,40 +421,36 @@ void Kernel::delete_dns_tables(uint32_t slot)
 }
 
 namespace {
-Fd inner_map(int outer, uint32_t slot)
+
+// Each entry of a slot's learned table, with the table's descriptor.
+template <typename F>
+void for_each_learned(int outer, uint32_t slot, F&& f)
 {
-	uint32_t id = 0;
-	if (bpf_map_lookup_elem(outer, &slot, &id) != 0 || id == 0)
-		return Fd();
-	int fd = bpf_map_get_fd_by_id(id);
-	return Fd(fd < 0 ? -1 : fd);
+	Fd t = inner_map(outer, slot);
+	if (!t.valid())
+		return;
+	for_each_key<al_learned_key>(t.get(), [&](const al_learned_key& k) {
+		al_learned v{};
+		if (bpf_map_lookup_elem(t.get(), &k, &v) == 0)
+			f(t.get(), k, v);
+	});
 }
+
 }  // namespace
 
 std::vector<Kernel::Learned> Kernel::learned(uint32_t slot) const
 {
 	std::vector<Learned> out;
-	Fd t = inner_map(maps_.learned.get(), slot);
-	if (!t.valid())
-		return out;
-	for_each_key<al_learned_key>(t.get(), [&](const al_learned_key& k) {
-		Learned e{k, {}};
-		if (bpf_map_lookup_elem(t.get(), &k, &e.value) == 0)
-			out.push_back(e);
-	});
+	for_each_learned(maps_.learned.get(), slot,
+			 [&](int, const al_learned_key& k, const al_learned& v) { out.push_back({k, v}); });
 	return out;
 }
 
 size_t Kernel::sweep_learned(uint32_t slot, uint64_t before_ns)
 {
 	size_t n = 0;
-	Fd t = inner_map(maps_.learned.get(), slot);
-	if (!t.valid())
-		return 0;
-	for_each_key<al_learned_key>(t.get(), [&](const al_learned_key& k) {
-		al_learned v{};
-		if (bpf_map_lookup_elem(t.get(), &k, &v) == 0 && v.expires_ns < before_ns &&
-		    bpf_map_delete_elem(t.get(), &k) == 0)
+	for_each_learned(maps_.learned.get(), slot, [&](int fd, const al_learned_key& k, const al_learned& v) {
+		if (v.expires_ns < before_ns && bpf_map_delete_elem(fd, &k) == 0)
 			n++;
 	});
 	return n;
