@@ -70,6 +70,8 @@ int main(int argc, char** argv)
 	run->add_option("--user,-u", run_opts.user,
 			"Run the command as USER[:GROUP] (names or ids); a root command can leave its cgroup "
 			"unless the cgroup2 mount has nsdelegate");
+	run->add_flag("--standalone", run_opts.standalone,
+		      "Supervise the sandbox in this process even when a daemon runs (default: the daemon does)");
 	run->add_flag("--keep-caps", run_opts.keep_caps,
 		      "Do not drop CAP_NET_RAW, CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, "
 		      "CAP_SYS_MODULE from the command");
@@ -104,11 +106,38 @@ int main(int argc, char** argv)
 	attach->add_flag("--log-allowed", attach_opts.log_allowed, "Also log allowed connections and datagrams");
 	auto* detach = app.add_subcommand("detach", "Stop enforcing on an attached cgroup; its processes run on");
 	detach->add_option("name", name, "Sandbox")->required();
+	auto* sandbox = app.add_subcommand("sandbox", "Sandboxes the daemon makes and supervises");
+	sandbox->require_subcommand(1);
+	SandboxCreateOptions create_opts;
+	auto* create = sandbox->add_subcommand("create", "Make an empty sandbox; run commands in it with airlock exec");
+	create->add_option("name", create_opts.name, "Sandbox name")->required();
+	create->add_option("--policy,-p", create_opts.policy_file,
+			   "Policy file, or the name of a policy in the daemon's --policy-dir")
+		->required();
+	create->add_option("--audit-log", create_opts.audit_log, "JSON-lines audit log (default: the daemon's)");
+	create->add_flag("--log-allowed", create_opts.log_allowed, "Also log allowed connections and datagrams");
+	auto* delete_ = sandbox->add_subcommand("delete", "Kill a sandbox's processes and remove it");
+	delete_->add_option("name", name, "Sandbox")->required();
+	RunOptions exec_opts;
+	std::string exec_name;
+	auto* exec = app.add_subcommand("exec", "Run a command inside a sandbox the daemon supervises");
+	exec->add_option("name", exec_name, "Sandbox")->required();
+	exec->add_option("--user,-u", exec_opts.user, "Run the command as USER[:GROUP] (names or ids)");
+	exec->add_flag("--keep-caps", exec_opts.keep_caps, "Do not drop the capabilities airlock run drops");
+	std::vector<std::string> exec_help;
+	exec->add_option("command", exec_help, "Command and arguments, after --");
+	exec->footer("Exit status: the command's; 120 killed on violation; 121 killed by `airlock kill`.");
 	DaemonOptions daemon_opts;
 	auto* daemon = app.add_subcommand(
-		"daemon", "Supervise every sandbox without a runner: events to the audit log, violations to freeze or kill");
-	daemon->add_option("--metrics", daemon_opts.metrics, "Serve Prometheus metrics on ADDR:PORT (\"off\": none)")
-		->capture_default_str();
+		"daemon", "Supervise sandboxes: events to the audit log, violations to freeze or kill, metrics, control socket");
+	daemon->add_option("--config,-c", daemon_opts.config, "JSON configuration: metrics, policy_dir, audit_log, sandboxes")
+		->check(CLI::ExistingFile);
+	daemon->add_option("--metrics", daemon_opts.metrics,
+			   "Serve Prometheus metrics on ADDR:PORT (\"off\": none; default 127.0.0.1:9464)");
+	daemon->add_option("--policy-dir", daemon_opts.policy_dir,
+			   "Policies by name (NAME.json), watched: a changed file reloads every sandbox using it");
+	daemon->add_option("--audit-log", daemon_opts.audit_log,
+			   "Audit log of sandboxes made through the daemon without one (default /var/log/airlock/audit.jsonl)");
 	std::string events_sandbox;
 	bool events_follow = false;
 	auto* eventsc = app.add_subcommand("events", "Audit lines of the sandboxes the daemon supervises");
@@ -123,6 +152,7 @@ int main(int argc, char** argv)
 		if (std::string_view(argv[i]) == "--") {
 			options_end = i;
 			run_opts.command.assign(argv + i + 1, argv + argc);
+			exec_opts.command = run_opts.command;
 			break;
 		}
 	}
@@ -130,12 +160,15 @@ int main(int argc, char** argv)
 		app.parse(options_end, argv);
 		if (run->parsed() && (run_opts.command.empty() || !command_help.empty()))
 			throw CLI::ValidationError("run", "the command comes after --: airlock run --policy P.json -- CMD ARGS...");
+		if (exec->parsed() && (exec_opts.command.empty() || !exec_help.empty()))
+			throw CLI::ValidationError("exec", "the command comes after --: airlock exec NAME -- CMD ARGS...");
 	} catch (const CLI::ParseError& e) {
 		return app.exit(e);
 	}
 	spdlog::set_level(spdlog::level::from_str(log_level));
 
 	bool is_run = run->parsed();
+	bool runs_command = is_run || exec->parsed();
 	try {
 		if (check->parsed())
 			return cmd_policy_check(check_files);
@@ -160,13 +193,19 @@ int main(int argc, char** argv)
 		}
 		if (detach->parsed())
 			return cmd_detach(paths, name);
+		if (create->parsed())
+			return cmd_sandbox_create(paths, create_opts);
+		if (delete_->parsed())
+			return cmd_sandbox_delete(paths, name);
+		if (exec->parsed())
+			return cmd_exec(paths, exec_name, exec_opts);
 		if (daemon->parsed())
 			return cmd_daemon(paths, daemon_opts);
 		if (eventsc->parsed())
 			return cmd_events(paths, events_sandbox, events_follow);
 	} catch (const std::exception& e) {
 		spdlog::error("{}", e.what());
-		return is_run ? kExitAirlockError : kExitFailure;
+		return runs_command ? kExitAirlockError : kExitFailure;
 	}
 	return kExitFailure;
 }

@@ -203,10 +203,17 @@ TEST_F(Attach, TheDaemonFreezesAnAttachedSandboxOnItsViolation)
 	EXPECT_TRUE(ArrivedIntact(env(), ok));
 	EXPECT_TRUE(NothingArrived(env(), bad));
 	EXPECT_TRUE(LoggedSoon(Violation("sendmsg4", "no-rule", kDenied4, 9007), name));
-	// kill ends the processes and the sandbox; the cgroup is not airlock's and stays.
+	// kill ends the processes, not the enforcement: the cgroup is not
+	// airlock's, the next process put in it is still judged (and quarantined
+	// until a thaw); detach lets go of it, and the cgroup stays.
 	Result k = env().airlock({"kill", name});
 	EXPECT_EQ(k.status, 0) << k.describe();
 	EXPECT_TRUE(client.wait(10s)) << client.describe();
+	st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_TRUE(st->value("latched", false)) << st->dump();
+	Result d = env().airlock({"detach", name});
+	EXPECT_EQ(d.status, 0) << d.describe();
 	EXPECT_FALSE(env().status_of(name));
 	EXPECT_TRUE(exists(cg + "/cgroup.procs"));
 	EXPECT_TRUE(daemon.running()) << daemon.describe();

@@ -25,8 +25,16 @@ struct RunOptions {
 	std::string audit_log;
 	bool log_allowed = false;
 	bool keep_caps = false;
+	bool standalone = false;  // supervise here even when a daemon runs
 	std::string user;  // USER[:GROUP] or UID[:GID] to run the command as
 	std::vector<std::string> command;
+};
+
+struct SandboxCreateOptions {
+	std::string name;
+	std::string policy_file;  // a file, or a policy in the daemon's --policy-dir
+	std::string audit_log;
+	bool log_allowed = false;
 };
 
 struct AttachOptions {
@@ -48,13 +56,22 @@ int cmd_kill(const Paths&, const std::string& name);
 int cmd_reload(const Paths&, const std::string& name, const std::string& file);
 int cmd_attach(const Paths&, const AttachOptions&);
 int cmd_detach(const Paths&, const std::string& name);
+int cmd_sandbox_create(const Paths&, const SandboxCreateOptions&);
+int cmd_sandbox_delete(const Paths&, const std::string& name);
+// Runs a command inside a sandbox the daemon supervises (`sandbox create`).
+int cmd_exec(const Paths&, const std::string& name, const RunOptions&);
 struct DaemonOptions {
-	std::string metrics = "127.0.0.1:9464";  // "off": no metrics
+	std::string config;      // JSON file: the options below and declared sandboxes
+	std::string metrics;     // ADDR:PORT, "off": none; default 127.0.0.1:9464
+	std::string policy_dir;  // policies by name; watched
+	std::string audit_log;   // default for sandboxes made through the daemon
 };
 int cmd_daemon(const Paths&, const DaemonOptions&);
 // The audit lines of the sandboxes the daemon supervises: the last ones it
 // saw, then (follow) every new one until interrupted.
 int cmd_events(const Paths&, const std::string& sandbox, bool follow);
-std::string control_socket(const Paths&);
+// A policy argument as the daemon must see it: an existing file by its
+// absolute path; anything else unchanged (a name in the daemon's policy dir).
+std::string policy_argument(const std::string& arg);
 
 }  // namespace airlock

@@ -1,124 +1,63 @@
-// Commands that act on sandboxes another airlock process runs (or ran): they
-// work on the pins and the state directory, so they need no daemon.
+// Commands that act on sandboxes: through the daemon's control socket when a
+// daemon runs for this state directory (it supervises them, and its view
+// stays whole), on the pins and the state directory directly when none does.
+#include <sys/socket.h>
+
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "events/audit.h"
-#include "kernel/kernel.h"
-#include "sandbox/cgroup.h"
+#include "ops/control.h"
+#include "ops/ops.h"
 #include "sandbox/sandbox.h"
-#include "sandbox/supervisor.h"
 #include "util/error.h"
-#include "util/files.h"
 
 namespace airlock {
 
-using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
 
-SandboxRecord record_or_fail(const Paths& paths, const std::string& name)
+// Asks the daemon, or does it here; prints the line either gives.
+int via_daemon(const Paths& paths, const json& request, const std::function<std::string()>& here)
 {
-	auto r = load_record(paths, name);
-	if (!r)
-		fail("no sandbox named '{}' (airlock status lists them)", name);
-	return *r;
-}
-
-void audit_to(const SandboxRecord& r, const json& j)
-{
-	if (r.audit_log.empty())
-		return;
-	AuditLog log(r.audit_log);
-	log.write(r.name, j);
-}
-
-json counters_json(const al_counters& c)
-{
-	json d = json::object();
-	for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
-		if (std::string(hook_name(h)) == "unknown")
-			continue;
-		d[hook_name(h)] = {{"allow", c.decisions[h][AL_VERDICT_ALLOW]},
-				   {"deny", c.decisions[h][AL_VERDICT_DENY]},
-				   {"audit", c.decisions[h][AL_VERDICT_AUDIT]}};
+	try {
+		auto answer = daemon_call(paths, request);
+		fmt::print("{}\n", answer ? answer->value("message", "") : here());
+	} catch (const PolicyRejected& e) {
+		for (const auto& l : e.lines())
+			fmt::print(stderr, "{}\n", l);
+		return kExitFailure;
 	}
-	json reasons = json::object();
-	for (unsigned i = 0; i < AL_REASON_MAX; i++)
-		if (c.reasons[i])
-			reasons[reason_name(i)] = c.reasons[i];
-	return {{"decisions", d},
-		{"reasons", reasons},
-		{"egress_packets", c.egress_packets},
-		{"egress_bytes", c.egress_bytes},
-		{"denied_packets", c.denied_packets},
-		{"denied_bytes", c.denied_bytes},
-		{"violations", c.violations},
-		{"events_lost", c.events_lost}};
-}
-
-json dns_json_of(const al_counters& c, size_t learned, size_t learned_live)
-{
-	return {{"queries_allowed", c.dns_queries_allowed},
-		{"queries_denied", c.dns_queries_denied},
-		{"answers_learned", c.dns_answers_learned},
-		{"answers_dropped", c.dns_answers_dropped},
-		{"learn_full", c.dns_learn_full},
-		{"learned_addresses", learned_live},
-		{"learned_entries", learned}};
+	return kExitOk;
 }
 
 }  // namespace
 
+std::string policy_argument(const std::string& arg)
+{
+	// A file here is sent by its absolute path (the daemon has another
+	// working directory); anything else may name a file in its policy directory.
+	std::error_code ec;
+	if (std::filesystem::exists(arg, ec))
+		return std::filesystem::absolute(arg).lexically_normal().string();
+	return arg;
+}
+
 int cmd_status(const Paths& paths, bool as_json)
 {
-	auto records = load_records(paths);
-	std::optional<kernel::Kernel> k;
-	if (!records.empty())
-		k.emplace(kernel::Kernel::adopt(paths.bpf_dir));
-	json out = {{"sandboxes", json::array()}};
-	for (const auto& r : records) {
-		auto ev = cgroup::events(r.cgroup);
-		al_latch l = k->latch(r.slot);
-		bool frozen = ev && ev->frozen;
-		al_counters counters = k->counters(r.slot);
-		auto learned = k->learned(r.slot);
-		uint64_t now = monotonic_ns();
-		size_t live = std::count_if(learned.begin(), learned.end(),
-					    [&](const kernel::Kernel::Learned& l) { return l.value.expires_ns > now; });
-		std::string state = !ev ? "gone" : frozen ? "frozen" : l.violated_ns ? "quarantined" : "running";
-		json s = {{"name", r.name},
-			  {"state", state},
-			  {"cgroup", r.cgroup},
-			  {"cgroup_id", r.cgroup_id},
-			  {"policy", r.policy_name},
-			  {"policy_file", r.policy_file},
-			  {"runner_pid", r.runner_pid},
-			  {"runner_alive", runner_alive(r)},
-			  {"attached", r.attached},
-			  {"latched", l.violated_ns != 0},
-			  {"populated", ev && ev->populated},
-			  {"created", r.created},
-			  {"counters", counters_json(counters)},
-			  {"dns", dns_json_of(counters, learned.size(), live)}};
-		out["sandboxes"].push_back(s);
-	}
-	// Decisions of programs that found no sandbox entry (fail-closed denials).
-	if (k)
-		out["unattributed"] = counters_json(k->counters(AL_SLOT_UNKNOWN));
+	auto answer = daemon_call(paths, {{"cmd", "status"}});
+	json out = answer ? (*answer)["status"] : ops::status(paths);
 	if (as_json) {
 		fmt::print("{}\n", out.dump(2));
 		return kExitOk;
 	}
-	if (records.empty()) {
+	if (out["sandboxes"].empty()) {
 		fmt::print("no sandboxes\n");
 		return kExitOk;
 	}
@@ -126,8 +65,9 @@ int cmd_status(const Paths& paths, bool as_json)
 		   "VIOLATIONS", "EGRESS", "DNS-DENY", "LEARNED", "CGROUP");
 	for (const auto& s : out["sandboxes"]) {
 		std::string runner = s["runner_alive"].get<bool>() ? std::to_string(s["runner_pid"].get<int>())
-				     : s["attached"].get<bool>() ? "attached"
-								  : "dead";
+				     : s["attached"].get<bool>()    ? "attached"
+				     : s.value("managed", false)    ? "daemon"
+								    : "dead";
 		fmt::print("{:<24} {:<12} {:<20} {:>8} {:>10} {:>12} {:>9} {:>8}  {}\n", s["name"].get<std::string>(),
 			   s["state"].get<std::string>(), s["policy"].get<std::string>(), runner,
 			   s["counters"]["violations"].get<uint64_t>(),
@@ -140,58 +80,83 @@ int cmd_status(const Paths& paths, bool as_json)
 
 int cmd_thaw(const Paths& paths, const std::string& name)
 {
-	SandboxRecord r = record_or_fail(paths, name);
-	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
-	// Lift the quarantine before the processes run again, so they resume
-	// with working egress rather than into a wall of denials.
-	k.clear_latch(r.slot);
-	cgroup::thaw(r.cgroup);
-	if (!cgroup::wait_frozen(r.cgroup, false, 5s))
-		fail("sandbox '{}' did not report frozen 0 within 5 s", name);
-	audit_to(r, {{"event", "thawed"}});
-	fmt::print("{}: thawed\n", name);
-	return kExitOk;
+	return via_daemon(paths, {{"cmd", "thaw"}, {"name", name}}, [&] { return ops::thaw(paths, name); });
 }
 
 int cmd_kill(const Paths& paths, const std::string& name)
 {
-	SandboxRecord r = record_or_fail(paths, name);
-	write_file_atomic(paths.kill_marker(name), "operator\n");
-	cgroup::kill(r.cgroup);
-	if (!cgroup::wait_empty(r.cgroup, 5s))
-		fail("processes of sandbox '{}' did not exit within 5 s of cgroup.kill", name);
-	audit_to(r, {{"event", "killed"}, {"by", "operator"}});
-	if (!runner_alive(r)) {
-		// Nobody else will clean up an orphaned sandbox.
-		FileLock lock(paths.lock_file());
-		kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
-		destroy_sandbox(k, paths, r);
-		fmt::print("{}: killed and removed (its runner was gone)\n", name);
-	} else {
-		fmt::print("{}: killed\n", name);
-	}
-	return kExitOk;
+	return via_daemon(paths, {{"cmd", "kill"}, {"name", name}}, [&] { return ops::kill(paths, name); });
 }
 
 int cmd_reload(const Paths& paths, const std::string& name, const std::string& file)
 {
-	SandboxRecord r = record_or_fail(paths, name);
-	Policy policy;
-	try {
-		policy = load_policy(file);
-	} catch (const PolicyRejected& e) {
-		for (const auto& l : e.lines())
-			fmt::print(stderr, "{}\n", l);
-		audit_to(r, {{"event", "reload"}, {"result", "error"}, {"policy_file", file}, {"errors", e.lines()}});
-		fmt::print(stderr, "{}: reload rejected; policy '{}' stays enforced\n", name, r.policy_name);
-		return kExitFailure;
+	std::string f = policy_argument(file);
+	return via_daemon(paths, {{"cmd", "reload"}, {"name", name}, {"policy", f}},
+			  [&] { return ops::reload(paths, name, f); });
+}
+
+int cmd_attach(const Paths& paths, const AttachOptions& o)
+{
+	ops::NewSandbox n{o.name, policy_argument(o.policy_file), o.audit_log, o.log_allowed, o.cgroup, o.pid};
+	if (!n.audit_log.empty())
+		n.audit_log = std::filesystem::absolute(n.audit_log).string();
+	// A relative cgroup path is relative to the cgroup2 mount, for both.
+	json req = {{"cmd", "attach"}, {"name", n.name},     {"policy", n.policy_file}, {"audit_log", n.audit_log},
+		    {"log_allowed", n.log_allowed}, {"cgroup", n.cgroup}, {"pid", n.pid}};
+	return via_daemon(paths, req, [&] {
+		std::string msg;
+		ops::add(paths, n, &msg);
+		return msg;
+	});
+}
+
+int cmd_detach(const Paths& paths, const std::string& name)
+{
+	return via_daemon(paths, {{"cmd", "detach"}, {"name", name}}, [&] { return ops::detach(paths, name); });
+}
+
+int cmd_sandbox_create(const Paths& paths, const SandboxCreateOptions& o)
+{
+	std::string audit = o.audit_log.empty() ? "" : std::filesystem::absolute(o.audit_log).string();
+	json req = {{"cmd", "create"},     {"name", o.name}, {"policy", policy_argument(o.policy_file)},
+		    {"audit_log", audit}, {"log_allowed", o.log_allowed}};
+	return via_daemon(paths, req, [&]() -> std::string {
+		fail("no airlock daemon runs for {}: a sandbox made by `sandbox create` is the daemon's to supervise "
+		     "(start airlock daemon, or use airlock run)",
+		     paths.state_dir);
+	});
+}
+
+int cmd_sandbox_delete(const Paths& paths, const std::string& name)
+{
+	return via_daemon(paths, {{"cmd", "delete"}, {"name", name}}, [&] { return ops::remove(paths, name); });
+}
+
+int cmd_events(const Paths& paths, const std::string& sandbox, bool follow)
+{
+	Fd s = daemon_connect(paths);
+	if (!s.valid())
+		fail("no airlock daemon runs for {} (start one: airlock daemon)", paths.state_dir);
+	std::string req = json{{"cmd", "events"}, {"follow", follow}, {"sandbox", sandbox}}.dump() + "\n";
+	// A daemon that refuses answers and closes at once: read its reason
+	// even when the request could not be sent.
+	int send_errno = ::send(s.get(), req.data(), req.size(), MSG_NOSIGNAL) < 0 ? errno : 0;
+	char buf[4096];
+	for (bool first = true;; first = false) {
+		ssize_t n = ::recv(s.get(), buf, sizeof(buf), 0);
+		if (n <= 0) {
+			if (first && send_errno)
+				fail_errno("send to the daemon", send_errno);
+			break;
+		}
+		std::string chunk(buf, static_cast<size_t>(n));
+		if (chunk.rfind("{\"error\"", 0) == 0) {
+			auto j = json::parse(chunk.substr(0, chunk.find('\n')), nullptr, false);
+			fail("the daemon refused: {}", j.is_object() ? j.value("error", chunk) : chunk);
+		}
+		std::fwrite(buf, 1, static_cast<size_t>(n), stdout);
+		std::fflush(stdout);
 	}
-	FileLock lock(paths.lock_file());
-	r = record_or_fail(paths, name);
-	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
-	reload_sandbox(k, paths, r, policy, file);
-	audit_to(r, {{"event", "reload"}, {"result", "ok"}, {"policy", policy.name}, {"policy_file", r.policy_file}});
-	fmt::print("{}: now enforcing '{}'\n", name, policy.name);
 	return kExitOk;
 }
 

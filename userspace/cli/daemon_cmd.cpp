@@ -20,12 +20,17 @@
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
 #include "kernel/kernel.h"
 #include "metrics/metrics.h"
+#include "ops/config.h"
+#include "ops/control.h"
+#include "ops/ops.h"
+#include "sandbox/sandbox.h"
 #include "sandbox/supervisor.h"
 #include "util/error.h"
 #include "util/fd.h"
@@ -53,6 +58,10 @@ struct Daemon {
 	Fd policy_ino;
 	std::map<int, std::string> watched_dirs;  // inotify wd -> directory
 	std::deque<std::pair<std::string, std::string>> recent;  // (sandbox, line), the last kRecent
+	std::string policy_dir;  // absolute; "" for none
+	std::string audit_log;   // for sandboxes made through the daemon without one
+	std::vector<DeclaredSandbox> declared;
+	std::map<std::string, std::string> declared_errors;  // name -> last error, logged once
 
 	static constexpr size_t kRecent = 200;
 
@@ -84,6 +93,39 @@ struct Daemon {
 			watched_dirs[wd] = dir;
 	}
 
+	static bool is_policy_name(const std::string& f)
+	{
+		return f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0 && f[0] != '.';
+	}
+
+	// A policy in the directory that no sandbox uses yet: checked, so that
+	// a mistake shows before a sandbox asks for it.
+	void check_policy(const std::string& path)
+	{
+		try {
+			Policy p = load_policy(path);
+			spdlog::info("policy {} ('{}'): ok", path, p.name);
+		} catch (const PolicyRejected& e) {
+			for (const auto& l : e.lines())
+				spdlog::error("{}", l);
+			spdlog::error("policy {}: rejected; a sandbox cannot use it until it is fixed", path);
+		} catch (const std::exception& e) {
+			spdlog::error("policy {}: {}", path, e.what());
+		}
+	}
+
+	void check_policy_dir()
+	{
+		std::error_code ec;
+		std::vector<std::string> files;
+		for (const auto& ent : std::filesystem::directory_iterator(policy_dir, ec))
+			if (is_policy_name(ent.path().filename()))
+				files.push_back(ent.path());
+		std::sort(files.begin(), files.end());
+		for (const auto& f : files)
+			check_policy(f);
+	}
+
 	// A policy file was written or replaced: every supervised sandbox
 	// enforcing it reloads it (a bad file is rejected, the old policy stays).
 	void policy_changed()
@@ -100,25 +142,168 @@ struct Daemon {
 				if (dir == watched_dirs.end() || ev->len == 0)
 					continue;
 				std::string path = dir->second + "/" + ev->name;
+				bool used = false;
 				for (auto& [name, sup] : sups)
 					if (sup->record().policy_file == path) {
 						spdlog::info("{}: {} changed; reloading", name, path);
 						sup->reload_from_file("policy file changed");
+						used = true;
 					}
+				if (!used && dir->second == policy_dir && is_policy_name(ev->name))
+					check_policy(path);
 			}
 		}
 	}
 
-	// One request per connection, one JSON line: {"cmd": "events",
-	// "follow": bool, "sandbox": NAME} or {"cmd": "ping"}. Root only.
+	// A policy argument: a file by its path, or a name in the policy directory.
+	std::string resolve_policy(const std::string& arg) const
+	{
+		std::error_code ec;
+		if (!policy_dir.empty() && !arg.empty() && arg.find('/') == std::string::npos) {
+			for (const std::string& f : {policy_dir + "/" + arg + ".json", policy_dir + "/" + arg})
+				if (std::filesystem::is_regular_file(f, ec))
+					return f;
+			fail("no policy named '{}' in {}", arg, policy_dir);
+		}
+		if (arg.empty() || arg.front() != '/')
+			fail("policy '{}': give an absolute path{}", arg, policy_dir.empty() ? "" : " or a name in " + policy_dir);
+		return arg;
+	}
+
+	// Stops supervising a sandbox, reading what its ring still holds first.
+	bool drop(const std::string& name)
+	{
+		auto it = sups.find(name);
+		if (it == sups.end())
+			return false;
+		it->second->poll();
+		bool killed = it->second->killed_on_violation();
+		::epoll_ctl(ep.get(), EPOLL_CTL_DEL, it->second->epoll_fd(), nullptr);
+		sups.erase(it);
+		return killed;
+	}
+
+	nlohmann::json new_sandbox(const nlohmann::json& j, bool attach)
+	{
+		ops::NewSandbox n;
+		n.name = j.value("name", "");
+		n.policy_file = resolve_policy(j.value("policy", ""));
+		n.audit_log = j.value("audit_log", "");
+		if (n.audit_log.empty())
+			n.audit_log = audit_log;
+		n.log_allowed = j.value("log_allowed", false);
+		if (attach) {
+			n.cgroup = j.value("cgroup", "");
+			n.pid = j.value("pid", 0);
+			if (n.cgroup.empty() && n.pid <= 0)
+				fail("attach: give a cgroup or a pid");
+		} else {
+			n.managed = true;
+			n.runner_pid = j.value("runner_pid", 0);
+		}
+		std::string msg;
+		SandboxRecord rec = ops::add(paths, n, &msg);
+		watch_policy(rec.policy_file);
+		rescan();  // supervised before the answer: a command started next is watched
+		return {{"ok", true}, {"message", msg}, {"cgroup", rec.cgroup}, {"name", rec.name}};
+	}
+
+	nlohmann::json status() const
+	{
+		auto st = ops::status(paths);
+		for (auto& s : st["sandboxes"]) {
+			auto it = sups.find(s["name"].get<std::string>());
+			s["supervised_by_daemon"] = it != sups.end();
+			if (it != sups.end()) {
+				auto state = it->second->state();
+				s["supervisor"] = {{"state", state == Supervisor::State::Running  ? "running"
+							     : state == Supervisor::State::Frozen ? "frozen"
+												  : "killed"},
+						   {"killed_on_violation", it->second->killed_on_violation()}};
+			}
+		}
+		return {{"ok", true}, {"status", st}};
+	}
+
+	// Requests other than `events`: one answer each.
+	nlohmann::json handle(const std::string& cmd, const nlohmann::json& j)
+	{
+		std::string name = j.value("name", "");
+		if (cmd == "ping") {
+			nlohmann::json names = nlohmann::json::array();
+			for (const auto& [n, sup] : sups)
+				names.push_back(n);
+			return {{"ok", true}, {"pid", ::getpid()}, {"supervising", names}};
+		}
+		if (cmd == "status")
+			return status();
+		if (cmd == "thaw") {
+			std::string msg = ops::thaw(paths, name);
+			if (auto it = sups.find(name); it != sups.end())
+				it->second->poll();
+			return {{"ok", true}, {"message", msg}};
+		}
+		if (cmd == "kill") {
+			std::string msg = ops::kill(paths, name);
+			rescan();
+			return {{"ok", true}, {"message", msg}};
+		}
+		if (cmd == "reload") {
+			std::string file = resolve_policy(j.value("policy", ""));
+			try {
+				std::string msg = ops::reload(paths, name, file);
+				watch_policy(file);
+				if (auto it = sups.find(name); it != sups.end())
+					it->second->refresh();
+				if (metrics)
+					metrics->reload(true);
+				return {{"ok", true}, {"message", msg}};
+			} catch (const PolicyRejected&) {
+				if (metrics)
+					metrics->reload(false);
+				throw;
+			}
+		}
+		if (cmd == "attach")
+			return new_sandbox(j, true);
+		if (cmd == "create")
+			return new_sandbox(j, false);
+		if (cmd == "detach" || cmd == "delete") {
+			auto rec = load_record(paths, name);
+			if (rec && cmd == "delete" && rec->attached)
+				fail("sandbox '{}' is an attached cgroup: let go of it with airlock detach {}", name, name);
+			if (rec && cmd == "detach" && !rec->attached)
+				fail("sandbox '{}' is airlock's own cgroup, not an attached one: end it with airlock {} {}",
+				     name, rec->managed ? "sandbox delete" : "kill", name);
+			bool killed = drop(name);
+			std::string msg;
+			try {
+				msg = cmd == "detach" ? ops::detach(paths, name) : ops::remove(paths, name);
+			} catch (...) {
+				rescan();
+				throw;
+			}
+			return {{"ok", true}, {"message", msg}, {"killed_on_violation", killed}};
+		}
+		fail("unknown request '{}'", cmd);
+	}
+
+	// One request per connection, one JSON line: {"cmd": ..., ...}. Root only.
 	void serve(int listen_fd)
 	{
 		Fd c(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
 		if (!c.valid())
 			return;
+		struct timeval tv = {5, 0};
+		::setsockopt(c.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		auto reply = [&](const nlohmann::json& j) {
 			std::string t = j.dump() + "\n";
-			::send(c.get(), t.data(), t.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+			for (size_t off = 0; off < t.size();) {
+				ssize_t n = ::send(c.get(), t.data() + off, t.size() - off, MSG_NOSIGNAL);
+				if (n <= 0)
+					break;
+				off += static_cast<size_t>(n);
+			}
 		};
 		struct ucred cr {};
 		socklen_t len = sizeof(cr);
@@ -127,32 +312,61 @@ struct Daemon {
 			reply({{"error", "the control socket is root's"}});
 			return;
 		}
-		struct timeval tv = {1, 0};
+		tv = {1, 0};
 		::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		std::string req;
 		char buf[512];
-		while (req.find('\n') == std::string::npos && req.size() < 4096) {
+		while (req.find('\n') == std::string::npos && req.size() < 65536) {
 			ssize_t n = ::recv(c.get(), buf, sizeof(buf), 0);
 			if (n <= 0)
 				break;
 			req.append(buf, static_cast<size_t>(n));
 		}
 		auto j = nlohmann::json::parse(req.substr(0, req.find('\n')), nullptr, false);
-		std::string cmd = j.is_object() ? j.value("cmd", "") : "";
-		if (cmd == "ping") {
-			nlohmann::json names = nlohmann::json::array();
-			for (const auto& [name, sup] : sups)
-				names.push_back(name);
-			reply({{"ok", true}, {"pid", ::getpid()}, {"supervising", names}});
-		} else if (cmd == "events") {
+		std::string cmd = j.is_object() && j.contains("cmd") && j["cmd"].is_string() ? j["cmd"].get<std::string>() : "";
+		if (cmd == "events") {
 			std::string sandbox = j.value("sandbox", "");
 			for (const auto& [sb, line] : recent)
 				if (sandbox.empty() || sb == sandbox)
 					::send(c.get(), line.data(), line.size(), MSG_NOSIGNAL);
-			if (j.value("follow", false))
+			if (j.value("follow", false)) {
+				::shutdown(c.get(), SHUT_RD);
 				subs.push_back({std::move(c), sandbox});
-		} else {
-			reply({{"error", "unknown request; expected {\"cmd\": \"events\"|\"ping\"}"}});
+			}
+			return;
+		}
+		try {
+			if (!j.is_object())
+				fail("a request is one JSON object on one line");
+			reply(handle(cmd, j));
+			if (cmd != "ping" && cmd != "status")
+				spdlog::info("control: {} {} by pid {}", cmd, j.value("name", ""), cr.pid);
+		} catch (const PolicyRejected& e) {
+			reply({{"error", e.what()}, {"errors", e.lines()}});
+		} catch (const std::exception& e) {
+			reply({{"error", e.what()}});
+		}
+	}
+
+	// Sandboxes the configuration declares: made or attached when missing
+	// (a cgroup that does not exist yet is retried at each rescan).
+	void ensure_declared()
+	{
+		for (const auto& d : declared) {
+			if (load_record(paths, d.name))
+				continue;
+			nlohmann::json j = {{"name", d.name}, {"policy", d.policy}, {"audit_log", d.audit_log},
+					    {"log_allowed", d.log_allowed}, {"cgroup", d.cgroup}};
+			try {
+				auto r = new_sandbox(j, !d.cgroup.empty());
+				spdlog::info("{} (declared)", r.value("message", ""));
+				declared_errors.erase(d.name);
+			} catch (const std::exception& e) {
+				std::string& last = declared_errors[d.name];
+				if (last != e.what())
+					spdlog::error("declared sandbox {}: {}", d.name, e.what());
+				last = e.what();
+			}
 		}
 	}
 
@@ -183,7 +397,8 @@ struct Daemon {
 			}
 		}
 		for (const auto& r : records) {
-			if (sups.count(r.name) || runner_alive(r))
+			// A runner supervises its own sandbox, unless it was made through the daemon.
+			if (sups.count(r.name) || (runner_alive(r) && !r.managed))
 				continue;
 			// The policy text the live bank was compiled from names the rules in events.
 			auto parsed = parse_policy_file(paths.policy_copy(r.name, r.bank));
@@ -200,7 +415,7 @@ struct Daemon {
 				if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, sup->epoll_fd(), &ev) != 0)
 					fail_errno("epoll_ctl");
 				spdlog::info("{}: supervising {} ({})", r.name, r.cgroup,
-					     r.attached ? "attached" : "its runner is gone");
+					     r.attached ? "attached" : r.managed ? "made through the daemon" : "its runner is gone");
 				sups[r.name] = std::move(sup);
 			} catch (const std::exception& e) {
 				spdlog::warn("{}: cannot supervise: {}", r.name, e.what());
@@ -210,47 +425,6 @@ struct Daemon {
 };
 
 }  // namespace
-
-std::string control_socket(const Paths& paths)
-{
-	return paths.state_dir + "/control.sock";
-}
-
-int cmd_events(const Paths& paths, const std::string& sandbox, bool follow)
-{
-	std::string path = control_socket(paths);
-	Fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-	struct sockaddr_un sa = {};
-	sa.sun_family = AF_UNIX;
-	std::memcpy(sa.sun_path, path.c_str(), std::min(path.size() + 1, sizeof(sa.sun_path) - 1));
-	if (!s.valid() || ::connect(s.get(), reinterpret_cast<struct sockaddr*>(&sa), sizeof(sa)) != 0) {
-		int e = errno;
-		if (e == ENOENT || e == ECONNREFUSED)
-			fail("no airlock daemon runs for {} (start one: airlock daemon)", paths.state_dir);
-		fail_errno("connect to the daemon's control socket " + path, e);
-	}
-	std::string req = nlohmann::json{{"cmd", "events"}, {"follow", follow}, {"sandbox", sandbox}}.dump() + "\n";
-	// A daemon that refuses answers and closes at once: read its reason
-	// even when the request could not be sent.
-	int send_errno = ::send(s.get(), req.data(), req.size(), MSG_NOSIGNAL) < 0 ? errno : 0;
-	char buf[4096];
-	for (bool first = true;; first = false) {
-		ssize_t n = ::recv(s.get(), buf, sizeof(buf), 0);
-		if (n <= 0) {
-			if (first && send_errno)
-				fail_errno("send to the daemon", send_errno);
-			break;
-		}
-		std::string chunk(buf, static_cast<size_t>(n));
-		if (chunk.rfind("{\"error\"", 0) == 0) {
-			auto j = nlohmann::json::parse(chunk.substr(0, chunk.find('\n')), nullptr, false);
-			fail("the daemon refused: {}", j.is_object() ? j.value("error", chunk) : chunk);
-		}
-		std::fwrite(buf, 1, static_cast<size_t>(n), stdout);
-		std::fflush(stdout);
-	}
-	return kExitOk;
-}
 
 int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 {
@@ -270,16 +444,43 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 	sigprocmask(SIG_BLOCK, &mask, nullptr);
 	Fd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
 
-	std::unique_ptr<Metrics> metrics;
-	if (!o.metrics.empty() && o.metrics != "off") {
+	// The command line wins over the configuration file.
+	DaemonConfig config;
+	if (!o.config.empty()) {
 		try {
-			metrics = std::make_unique<Metrics>(paths, o.metrics);
-		} catch (const std::exception& e) {
-			fail("serve metrics on {}: {}", o.metrics, e.what());
+			config = load_daemon_config(o.config);
+		} catch (const PolicyRejected& e) {
+			for (const auto& l : e.lines())
+				spdlog::error("{}", l);
+			fail("{}: rejected ({} error{})", o.config, e.lines().size(), e.lines().size() == 1 ? "" : "s");
 		}
-		spdlog::info("airlock daemon: metrics on http://{}/metrics", o.metrics);
 	}
-	Daemon d{paths, metrics.get(), Fd(::epoll_create1(EPOLL_CLOEXEC)), std::nullopt, {}, {}, {}, {}, {}};
+	std::string metrics_addr = !o.metrics.empty() ? o.metrics : !config.metrics.empty() ? config.metrics : "127.0.0.1:9464";
+	std::string policy_dir = !o.policy_dir.empty() ? o.policy_dir : config.policy_dir;
+	if (!policy_dir.empty()) {
+		std::error_code ec;
+		if (!std::filesystem::is_directory(policy_dir, ec))
+			fail("policy directory {}: not a directory", policy_dir);
+		policy_dir = std::filesystem::absolute(policy_dir).lexically_normal().string();
+		while (policy_dir.size() > 1 && policy_dir.back() == '/')
+			policy_dir.pop_back();
+	}
+
+	std::unique_ptr<Metrics> metrics;
+	if (metrics_addr != "off") {
+		try {
+			metrics = std::make_unique<Metrics>(paths, metrics_addr);
+		} catch (const std::exception& e) {
+			fail("serve metrics on {}: {}", metrics_addr, e.what());
+		}
+		spdlog::info("airlock daemon: metrics on http://{}/metrics", metrics_addr);
+	}
+	Daemon d{paths, metrics.get(), Fd(::epoll_create1(EPOLL_CLOEXEC)), std::nullopt, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+	d.policy_dir = policy_dir;
+	d.audit_log = !o.audit_log.empty() ? std::filesystem::absolute(o.audit_log).string()
+		      : !config.audit_log.empty() ? config.audit_log
+						  : "/var/log/airlock/audit.jsonl";
+	d.declared = config.sandboxes;
 	d.policy_ino.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
 	struct epoll_event pev = {};
 	pev.events = EPOLLIN;
@@ -324,12 +525,19 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 		fail_errno("epoll");
 	spdlog::info("airlock daemon: watching {} (pins {}), control socket {}", paths.state_dir, paths.bpf_dir,
 		     sock_path);
+	if (!d.policy_dir.empty()) {
+		d.watch_policy(d.policy_dir + "/x");
+		d.check_policy_dir();
+	}
+	d.rescan();
+	d.ensure_declared();
 
 	uint64_t last_scan = 0;
 	for (;;) {
 		uint64_t now = monotonic_ns();
 		if (now - last_scan >= 1000000000ull) {
 			d.rescan();
+			d.ensure_declared();
 			last_scan = now;
 		}
 		struct epoll_event evs[16];
@@ -361,8 +569,18 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 			struct signalfd_siginfo ssi;
 			while (::read(sigfd.get(), &ssi, sizeof(ssi)) == sizeof(ssi)) {
 				if (ssi.ssi_signo == SIGHUP) {
+					if (!o.config.empty()) {
+						try {
+							d.declared = load_daemon_config(o.config).sandboxes;
+						} catch (const PolicyRejected& e) {
+							for (const auto& l : e.lines())
+								spdlog::error("{}", l);
+							spdlog::error("{}: rejected; the sandboxes it declared before stay", o.config);
+						}
+					}
 					for (auto& [name, sup] : d.sups)
 						sup->reload_from_file("SIGHUP to the daemon");
+					d.ensure_declared();
 					continue;
 				}
 				spdlog::info("airlock daemon: signal {}, exiting; enforcement stays in the kernel",

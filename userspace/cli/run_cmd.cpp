@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -25,6 +27,8 @@
 #include "cli/commands.h"
 #include "events/audit.h"
 #include "kernel/kernel.h"
+#include "ops/control.h"
+#include "ops/ops.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/supervisor.h"
@@ -121,8 +125,20 @@ struct Child {
 
 // The child is born inside the sandbox cgroup (CLONE_INTO_CGROUP): there is
 // no moment at which it runs unenforced. It inherits only stdio.
-Child spawn(const std::string& name, const std::string& cgroup_path, const RunOptions& o)
+//
+// A cgroup that has been through cgroup.kill (`airlock exec` into a sandbox
+// killed earlier) SIGKILLs every child cloned into it on this kernel, so
+// there (existing) the child moves itself in through cgroup.procs before it
+// makes its cgroup namespace and execs: the command is enforced from its first
+// instruction either way; only airlock's own code ran outside.
+Child spawn(const std::string& name, const std::string& cgroup_path, const RunOptions& o, bool existing = false)
 {
+	Fd procs;
+	if (existing) {
+		procs.reset(::open((cgroup_path + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+		if (!procs.valid())
+			fail_errno("open " + cgroup_path + "/cgroup.procs");
+	}
 	Identity who = resolve_user(o.user);
 	Fd cg(::open(cgroup_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 	if (!cg.valid())
@@ -152,10 +168,11 @@ Child spawn(const std::string& name, const std::string& cgroup_path, const RunOp
 	// A cgroup namespace rooted at the sandbox: even a root process inside
 	// cannot move itself to a cgroup outside it (the kernel checks the
 	// destination against the namespace root, whatever the file modes say).
-	args.flags = CLONE_INTO_CGROUP | CLONE_PIDFD | CLONE_NEWCGROUP;
+	args.flags = existing ? CLONE_PIDFD : CLONE_INTO_CGROUP | CLONE_PIDFD | CLONE_NEWCGROUP;
 	args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
 	args.exit_signal = SIGCHLD;
-	args.cgroup = static_cast<uint64_t>(cg.get());
+	if (!existing)
+		args.cgroup = static_cast<uint64_t>(cg.get());
 	long pid = ::syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0) {
 		int e = errno;
@@ -168,6 +185,12 @@ Child spawn(const std::string& name, const std::string& cgroup_path, const RunOp
 		sigset_t all;
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, nullptr);
+		if (existing && (::write(procs.get(), "0", 1) != 1 || ::unshare(CLONE_NEWCGROUP) != 0)) {
+			int e = errno;
+			ssize_t ignored = ::write(errpipe[1], &e, sizeof(e));
+			(void)ignored;
+			_exit(kExitCannotExecute);
+		}
 		if (!o.keep_caps)
 			drop_caps_in_child();
 		if (who.set) {
@@ -205,16 +228,10 @@ int exit_status_of(const siginfo_t& si)
 	return 128 + si.si_status;
 }
 
-}  // namespace
-
-int cmd_run(const Paths& paths, const RunOptions& o)
+// Capabilities do not guard these: bpffs pins and cgroup.procs are files,
+// and uid 0 owns them.
+void warn_about_identity(const Paths& paths, const RunOptions& o)
 {
-	auto loaded = load_policy_or_report(o.policy_file);
-	if (!loaded)
-		return kExitAirlockError;
-	Policy policy = std::move(*loaded);
-	// Capabilities do not guard these: bpffs pins and cgroup.procs are files,
-	// and uid 0 owns them.
 	if (o.user.empty() && ::geteuid() == 0)
 		spdlog::warn("the command runs as uid 0: it can open airlock's pinned maps under {}{}; run it with --user",
 			     paths.bpf_dir,
@@ -224,17 +241,181 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 	if (o.keep_caps && ::geteuid() == 0)
 		spdlog::warn("--keep-caps: the command keeps CAP_NET_RAW; AF_PACKET and AF_XDP sockets bypass every "
 			     "cgroup hook");
-	std::string name = o.name.empty() ? fmt::format("{}-{}", policy.name, ::getpid()) : o.name;
-	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
-	AuditLog audit(audit_path);
+}
 
-	// Signals become events on a descriptor; the child gets them unblocked.
+// Signals become events on a descriptor; the child gets them unblocked.
+Fd block_signals()
+{
 	sigset_t mask;
 	sigemptyset(&mask);
 	for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD})
 		sigaddset(&mask, s);
 	sigprocmask(SIG_BLOCK, &mask, nullptr);
-	Fd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+	return Fd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+}
+
+// Until the child exits: events of the sandbox (when this process supervises
+// it), signals passed on to the child, SIGHUP sent with kill(2) to on_hup.
+siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::function<void()>& on_hup)
+{
+	Fd ep(::epoll_create1(EPOLL_CLOEXEC));
+	auto add = [&](int fd, uint64_t tag) {
+		struct epoll_event ev = {};
+		ev.events = EPOLLIN;
+		ev.data.u64 = tag;
+		if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+			fail_errno("epoll_ctl");
+	};
+	if (sup)
+		add(sup->epoll_fd(), 1);
+	add(child.pidfd.get(), 2);
+	add(sigfd, 3);
+	siginfo_t si{};
+	for (bool exited = false; !exited;) {
+		struct epoll_event evs[4];
+		// The timeout only bounds how late a latch set while the ring was
+		// full is noticed; every event wakes us at once.
+		int n = ::epoll_wait(ep.get(), evs, 4, 200);
+		if (n < 0 && errno != EINTR)
+			fail_errno("epoll_wait");
+		if (sup)
+			sup->poll();
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.u64 == 2) {
+				if (::waitid(static_cast<idtype_t>(P_PIDFD), child.pidfd.get(), &si, WEXITED) == 0)
+					exited = true;
+			} else if (evs[i].data.u64 == 3) {
+				struct signalfd_siginfo ssi;
+				while (::read(sigfd, &ssi, sizeof(ssi)) == sizeof(ssi)) {
+					// Passed on only when sent with kill(2): a terminal's ^C
+					// already reached the child through its process group.
+					if (ssi.ssi_signo == SIGHUP && ssi.ssi_code == SI_USER && on_hup)
+						on_hup();
+					else if (ssi.ssi_signo != SIGCHLD && ssi.ssi_code == SI_USER)
+						::kill(child.pid, ssi.ssi_signo);
+				}
+			}
+		}
+	}
+	return si;
+}
+
+bool killed_by_sigkill(const siginfo_t& si)
+{
+	return si.si_code == CLD_KILLED && si.si_status == SIGKILL;
+}
+
+// `airlock run` while a daemon runs: the daemon makes and supervises the
+// sandbox (its events, freeze, metrics); this process spawns, waits and
+// asks for the sandbox's removal.
+int run_via_daemon(const Paths& paths, const RunOptions& o, const std::string& name, const std::string& audit_path,
+		   int sigfd)
+{
+	std::string policy_file = std::filesystem::absolute(o.policy_file).lexically_normal().string();
+	auto made = daemon_call(paths, {{"cmd", "create"},
+					{"name", name},
+					{"policy", policy_file},
+					{"audit_log", std::filesystem::absolute(audit_path).string()},
+					{"log_allowed", o.log_allowed},
+					{"runner_pid", ::getpid()}});
+	if (!made)
+		fail("the airlock daemon went away");
+	std::string cg = (*made)["cgroup"].get<std::string>();
+	spdlog::info("sandbox {} in {}, supervised by the airlock daemon", name, cg);
+	auto remove = [&]() -> std::optional<nlohmann::json> {
+		auto r = daemon_call(paths, {{"cmd", "delete"}, {"name", name}});
+		if (!r && load_record(paths, name))
+			ops::remove(paths, name);  // the daemon is gone: nobody else will
+		return r;
+	};
+	Child child;
+	try {
+		child = spawn(name, cg, o);
+	} catch (...) {
+		remove();
+		throw;
+	}
+	AuditLog audit(audit_path);
+	audit.write(name, json{{"event", "sandbox-start"}, {"cgroup", cg}, {"pid", child.pid}, {"command", o.command},
+			       {"supervisor", "daemon"}});
+	siginfo_t si = wait_child(child, sigfd, nullptr, [&] {
+		try {
+			auto r = daemon_call(paths, {{"cmd", "reload"}, {"name", name}, {"policy", policy_file}});
+			if (r)
+				spdlog::info("{}", r->value("message", ""));
+		} catch (const PolicyRejected& e) {
+			for (const auto& l : e.lines())
+				spdlog::error("{}", l);
+		} catch (const std::exception& e) {
+			spdlog::error("reload: {}", e.what());
+		}
+	});
+	std::error_code ec;
+	bool by_operator = std::filesystem::exists(paths.kill_marker(name), ec);
+	bool latched = false;
+	if (auto rec = load_record(paths, name)) {
+		kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
+		latched = k.latch(rec->slot).violated_ns != 0;
+	}
+	auto removed = remove();
+	bool on_violation = removed ? removed->value("killed_on_violation", false) : latched && killed_by_sigkill(si);
+	int status = on_violation ? kExitKilledOnViolation : by_operator ? kExitKilledByOperator : exit_status_of(si);
+	audit.write(name, json{{"event", "sandbox-exit"}, {"status", status}, {"command_status", exit_status_of(si)}});
+	spdlog::info("sandbox {} removed; exit status {}", name, status);
+	return status;
+}
+
+}  // namespace
+
+int cmd_exec(const Paths& paths, const std::string& name, const RunOptions& o)
+{
+	auto st = daemon_call(paths, {{"cmd", "status"}});
+	if (!st)
+		fail("no airlock daemon runs for {}: `airlock exec` runs commands in sandboxes the daemon supervises",
+		     paths.state_dir);
+	nlohmann::json sb;
+	for (const auto& s : (*st)["status"]["sandboxes"])
+		if (s["name"] == name)
+			sb = s;
+	if (sb.is_null())
+		fail("no sandbox named '{}' (airlock status lists them)", name);
+	if (sb["latched"].get<bool>())
+		fail("sandbox '{}' is quarantined since its violation: `airlock thaw {}` first", name, name);
+	if (sb["state"] == "gone")
+		fail("sandbox '{}': its cgroup {} is gone", name, sb["cgroup"].get<std::string>());
+	warn_about_identity(paths, o);
+	Fd sigfd = block_signals();
+	auto started = std::filesystem::file_time_type::clock::now();
+	Child child = spawn(name, sb["cgroup"].get<std::string>(), o, true);
+	siginfo_t si = wait_child(child, sigfd.get(), nullptr, nullptr);
+	int status = exit_status_of(si);
+	if (killed_by_sigkill(si)) {
+		// Killed: by the daemon on a violation, or by `airlock kill`?
+		auto after = daemon_call(paths, {{"cmd", "status"}});
+		for (const auto& s : after ? (*after)["status"]["sandboxes"] : nlohmann::json::array())
+			if (s["name"] == name && s.contains("supervisor") && s["supervisor"].value("killed_on_violation", false))
+				return kExitKilledOnViolation;
+		std::error_code ec;
+		auto marked = std::filesystem::last_write_time(paths.kill_marker(name), ec);
+		if (!ec && marked >= started)
+			return kExitKilledByOperator;
+	}
+	return status;
+}
+
+int cmd_run(const Paths& paths, const RunOptions& o)
+{
+	auto loaded = load_policy_or_report(o.policy_file);
+	if (!loaded)
+		return kExitAirlockError;
+	Policy policy = std::move(*loaded);
+	warn_about_identity(paths, o);
+	std::string name = o.name.empty() ? fmt::format("{}-{}", policy.name, ::getpid()) : o.name;
+	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
+	Fd sigfd = block_signals();
+	if (!o.standalone && daemon_call(paths, {{"cmd", "ping"}}))
+		return run_via_daemon(paths, o, name, audit_path, sigfd.get());
+	AuditLog audit(audit_path);
 
 	make_dirs(paths.state_dir);
 	std::optional<kernel::Kernel> k;
@@ -242,7 +423,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 	{
 		FileLock lock(paths.lock_file());
 		k.emplace(kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty()));
-		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, ::getpid()};
+		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, ::getpid(), "", false};
 		rec = create_sandbox(*k, paths, co);
 	}
 	spdlog::info("sandbox {} in {} (cgroup id {}), policy '{}' {} on_violation {}; programs {}", name, rec.cgroup,
@@ -271,45 +452,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 			       {"policy", policy.name}, {"policy_file", rec.policy_file}, {"pid", child.pid},
 			       {"command", o.command}});
 
-	Fd ep(::epoll_create1(EPOLL_CLOEXEC));
-	auto add = [&](int fd, uint64_t tag) {
-		struct epoll_event ev = {};
-		ev.events = EPOLLIN;
-		ev.data.u64 = tag;
-		if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
-			fail_errno("epoll_ctl");
-	};
-	add(sup->epoll_fd(), 1);
-	add(child.pidfd.get(), 2);
-	add(sigfd.get(), 3);
-
-	siginfo_t si{};
-	bool exited = false;
-	while (!exited) {
-		struct epoll_event evs[4];
-		// The timeout only bounds how late a latch set while the ring was
-		// full is noticed; every event wakes us at once.
-		int n = ::epoll_wait(ep.get(), evs, 4, 200);
-		if (n < 0 && errno != EINTR)
-			fail_errno("epoll_wait");
-		sup->poll();
-		for (int i = 0; i < n; i++) {
-			if (evs[i].data.u64 == 2) {
-				if (::waitid(static_cast<idtype_t>(P_PIDFD), child.pidfd.get(), &si, WEXITED) == 0)
-					exited = true;
-			} else if (evs[i].data.u64 == 3) {
-				struct signalfd_siginfo ssi;
-				while (::read(sigfd.get(), &ssi, sizeof(ssi)) == sizeof(ssi)) {
-					// Passed on only when sent with kill(2): a terminal's ^C
-					// already reached the child through its process group.
-					if (ssi.ssi_signo == SIGHUP && ssi.ssi_code == SI_USER)
-						sup->reload_from_file("SIGHUP");
-					else if (ssi.ssi_signo != SIGCHLD && ssi.ssi_code == SI_USER)
-						::kill(child.pid, ssi.ssi_signo);
-				}
-			}
-		}
-	}
+	siginfo_t si = wait_child(child, sigfd.get(), sup.get(), [&] { sup->reload_from_file("SIGHUP"); });
 	bool killed_on_violation = sup->killed_on_violation();
 	sup.reset();  // reads what is left in the ring
 

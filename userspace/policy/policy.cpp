@@ -442,28 +442,12 @@ public:
 	ParseResult document(std::string_view text)
 	{
 		ParseResult res;
-		json doc;
-		DuplicateKeys dups;
-		try {
-			doc = json::parse(text, std::ref(dups));
-		} catch (const json::parse_error& e) {
-			// Line and column from the byte offset nlohmann reports.
-			size_t off = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
-			size_t line = 1 + std::count(text.begin(), text.begin() + off, '\n');
-			size_t nl = text.rfind('\n', off ? off - 1 : 0);
-			size_t col = nl == std::string_view::npos || off == 0 ? off + 1 : off - nl;
-			// "[json.exception...] parse error at line L, column C: REASON"
-			std::string what = e.what();
-			auto at = what.find("column ");
-			auto colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
-			std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
-			std::replace(reason.begin(), reason.end(), '\n', ' ');
-			res.errors.push_back(
-				{fmt::format("{}:{}:{}", file_, line, col), "(root)", "invalid JSON: " + reason});
+		auto parsed = parse_json_checked(text, file_, errors_);
+		if (!parsed) {
+			res.errors = errors_;
 			return res;
 		}
-		for (const auto& d : dups.found)
-			error(d.path, fmt::format("duplicate key '{}'", printable(d.key)));
+		json doc = std::move(*parsed);
 		if (!doc.is_object()) {
 			error("", fmt::format("expected an object, got {}", type_name(doc)));
 			res.errors = errors_;
@@ -542,6 +526,39 @@ private:
 };
 
 }  // namespace
+
+std::optional<json> parse_json_checked(std::string_view text, const std::string& file_label,
+				       std::vector<PolicyError>& errors)
+{
+	json doc;
+	DuplicateKeys dups;
+	try {
+		doc = json::parse(text, std::ref(dups));
+	} catch (const json::parse_error& e) {
+		// Line and column from the byte offset nlohmann reports.
+		size_t off = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
+		size_t line = 1 + std::count(text.begin(), text.begin() + off, '\n');
+		size_t nl = text.rfind('\n', off ? off - 1 : 0);
+		size_t col = nl == std::string_view::npos || off == 0 ? off + 1 : off - nl;
+		// "[json.exception...] parse error at line L, column C: REASON"
+		std::string what = e.what();
+		auto at = what.find("column ");
+		auto colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
+		std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+		std::replace(reason.begin(), reason.end(), '\n', ' ');
+		errors.push_back({fmt::format("{}:{}:{}", file_label, line, col), "(root)", "invalid JSON: " + reason});
+		return std::nullopt;
+	}
+	for (const auto& d : dups.found)
+		errors.push_back({file_label, d.path.empty() ? "(root)" : d.path,
+				  fmt::format("duplicate key '{}'", printable(d.key))});
+	return doc;
+}
+
+std::string json_type_name(const json& v)
+{
+	return type_name(v);
+}
 
 ParseResult parse_policy_text(std::string_view text, const std::string& file_label)
 {

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "net/address.h"
 
 namespace airlock {
@@ -65,6 +67,13 @@ struct ParseResult {
 };
 
 ParseResult parse_policy_text(std::string_view text, const std::string& file_label);
+
+// JSON read as policy files are read: a syntax error is one error with its
+// line and column (and nullopt), every repeated key an error of its own.
+std::optional<nlohmann::json> parse_json_checked(std::string_view text, const std::string& file_label,
+						 std::vector<PolicyError>& errors);
+// "a string", "an integer", "an object", ... for "expected X, got Y".
+std::string json_type_name(const nlohmann::json& v);
 ParseResult parse_policy_file(const std::string& path);
 
 // "allow 10.20.0.0/16 ports 5432,8000-8100 tcp": for logs and `policy show`.

@@ -121,6 +121,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 	r.log_allowed = o.log_allowed;
 	r.created = now_rfc3339();
 	r.attached = attached;
+	r.managed = o.managed;
 
 	if (!attached)
 		cgroup::create(cg);

@@ -33,6 +33,7 @@ struct CreateOptions {
 	// An existing cgroup (absolute path) to enforce instead of creating
 	// <parent>/<name>: its processes are judged from the moment this returns.
 	std::string existing_cgroup;
+	bool managed = false;  // SandboxRecord::managed
 };
 
 // Everything is in place when this returns: entry, rules, ring, links. A

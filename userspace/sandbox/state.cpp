@@ -26,7 +26,8 @@ json to_json(const SandboxRecord& r)
 		    {"level", r.level},         {"slot", r.slot},           {"bank", r.bank},
 		    {"policy_file", r.policy_file}, {"policy_name", r.policy_name}, {"runner_pid", r.runner_pid},
 		    {"runner_start", r.runner_start}, {"audit_log", r.audit_log}, {"log_allowed", r.log_allowed},
-		    {"created", r.created},     {"attached", r.attached}};
+		    {"created", r.created},     {"attached", r.attached},
+		    {"managed", r.managed}};
 }
 
 SandboxRecord from_json(const json& j)
@@ -46,6 +47,7 @@ SandboxRecord from_json(const json& j)
 	r.log_allowed = j.value("log_allowed", false);
 	r.created = j.value("created", "");
 	r.attached = j.value("attached", false);
+	r.managed = j.value("managed", false);
 	return r;
 }
 

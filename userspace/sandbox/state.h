@@ -40,6 +40,10 @@ struct SandboxRecord {
 	bool log_allowed = false;
 	std::string created;  // RFC 3339
 	bool attached = false;  // an existing cgroup: airlock neither kills its processes nor removes it
+	// Made through the daemon (`airlock sandbox create`, or `airlock run`
+	// while a daemon runs): the daemon supervises it even while a runner
+	// lives, and it stays until `airlock sandbox delete`.
+	bool managed = false;
 };
 
 // The kernel policy id of a slot's bank: two per slot, so a reload writes

@@ -149,6 +149,16 @@ void Supervisor::reload_from_file(const char* by)
 	}
 }
 
+void Supervisor::refresh()
+{
+	auto r = load_record(paths_, rec_.name);
+	if (!r)
+		return;
+	rec_ = *r;
+	if (auto parsed = parse_policy_file(paths_.policy_copy(rec_.name, rec_.bank)); parsed.policy)
+		policy_ = *parsed.policy;
+}
+
 void Supervisor::check_latch()
 {
 	if (state_ != State::Running)
@@ -187,6 +197,13 @@ void Supervisor::check_latch()
 
 void Supervisor::check_thawed()
 {
+	// A sandbox killed on its violation and kept (attached or made through
+	// the daemon) runs again once `airlock thaw` lifts the quarantine.
+	if (state_ == State::Killed && !k_.latch(rec_.slot).violated_ns) {
+		state_ = State::Running;
+		killed_on_violation_ = false;
+		return;
+	}
 	if (state_ != State::Frozen)
 		return;
 	auto ev = cgroup::events(rec_.cgroup);

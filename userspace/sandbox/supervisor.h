@@ -37,6 +37,9 @@ public:
 	void poll();
 	// SIGHUP: enforce the sandbox's policy file again (as `airlock reload`).
 	void reload_from_file(const char* by);
+	// The sandbox was reloaded by someone else: take up its record and the
+	// policy its live bank was compiled from.
+	void refresh();
 
 	const SandboxRecord& record() const { return rec_; }
 	State state() const { return state_; }

@@ -1,0 +1,110 @@
+#include "ops/config.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "policy/policy.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/state.h"
+#include "util/files.h"
+
+namespace airlock {
+
+using nlohmann::json;
+
+namespace {
+
+struct Reader {
+	std::string file;
+	std::vector<PolicyError> errors;
+
+	void error(const std::string& path, std::string message) { errors.push_back({file, path, std::move(message)}); }
+
+	// Only the listed keys; each one's value a string or a boolean as listed.
+	bool object(const json& v, const std::string& path, std::initializer_list<const char*> strings,
+		    std::initializer_list<const char*> bools = {}, std::initializer_list<const char*> arrays = {})
+	{
+		if (!v.is_object()) {
+			error(path, fmt::format("expected an object, got {}", json_type_name(v)));
+			return false;
+		}
+		for (auto it = v.begin(); it != v.end(); ++it) {
+			std::string at = path == "(root)" ? it.key() : path + "/" + it.key();
+			auto in = [&](std::initializer_list<const char*> l) {
+				for (const char* k : l)
+					if (it.key() == k)
+						return true;
+				return false;
+			};
+			if (in(strings)) {
+				if (!it->is_string())
+					error(at, fmt::format("expected a string, got {}", json_type_name(*it)));
+				else if (it->get<std::string>().empty())
+					error(at, "must not be empty");
+			} else if (in(bools)) {
+				if (!it->is_boolean())
+					error(at, fmt::format("expected a boolean, got {}", json_type_name(*it)));
+			} else if (in(arrays)) {
+				if (!it->is_array())
+					error(at, fmt::format("expected an array, got {}", json_type_name(*it)));
+			} else {
+				std::string key = json(it.key()).dump();
+				error(path, fmt::format("unknown key {}", key.substr(0, 80)));
+			}
+		}
+		return true;
+	}
+
+	static std::string str(const json& v, const char* key)
+	{
+		auto it = v.find(key);
+		return it != v.end() && it->is_string() ? it->get<std::string>() : "";
+	}
+};
+
+}  // namespace
+
+DaemonConfig load_daemon_config(const std::string& file)
+{
+	Reader r{file, {}};
+	auto text = read_file(file);
+	if (!text)
+		throw PolicyRejected({fmt::format("{}: (root): cannot read", file)});
+	auto doc = parse_json_checked(*text, file, r.errors);
+	DaemonConfig c;
+	if (doc && r.object(*doc, "(root)", {"metrics", "policy_dir", "audit_log"}, {}, {"sandboxes"})) {
+		c.metrics = Reader::str(*doc, "metrics");
+		c.policy_dir = Reader::str(*doc, "policy_dir");
+		c.audit_log = Reader::str(*doc, "audit_log");
+		std::set<std::string> names;
+		if (auto sbs = doc->find("sandboxes"); sbs != doc->end() && sbs->is_array()) {
+			for (size_t i = 0; i < sbs->size(); i++) {
+				const json& s = (*sbs)[i];
+				std::string path = fmt::format("sandboxes/{}", i);
+				if (!r.object(s, path, {"name", "policy", "cgroup", "audit_log"}, {"log_allowed"}))
+					continue;
+				DeclaredSandbox d{Reader::str(s, "name"), Reader::str(s, "policy"), Reader::str(s, "cgroup"),
+						  Reader::str(s, "audit_log"), s.value("log_allowed", false)};
+				if (!s.contains("name"))
+					r.error(path, "missing key 'name'");
+				else if (!d.name.empty() && !valid_sandbox_name(d.name))
+					r.error(path + "/name", "not a sandbox name (1-63 of A-Z a-z 0-9 . _ -)");
+				else if (!d.name.empty() && !names.insert(d.name).second)
+					r.error(path + "/name", fmt::format("sandbox '{}' is declared twice", d.name));
+				if (!s.contains("policy"))
+					r.error(path, "missing key 'policy'");
+				c.sandboxes.push_back(d);
+			}
+		}
+	}
+	if (!r.errors.empty()) {
+		std::vector<std::string> lines;
+		for (const auto& e : r.errors)
+			lines.push_back(e.str());
+		throw PolicyRejected(lines);
+	}
+	return c;
+}
+
+}  // namespace airlock

@@ -1,0 +1,29 @@
+#pragma once
+// The daemon's configuration file (`airlock daemon --config FILE`):
+//
+//   {"metrics": "127.0.0.1:9464", "policy_dir": "/etc/airlock/policies",
+//    "audit_log": "/var/log/airlock/audit.jsonl",
+//    "sandboxes": [{"name": "coder", "policy": "coder"},
+//                  {"name": "web", "policy": "web", "cgroup": "system.slice/web.service"}]}
+//
+// Every key is optional. A declared sandbox without "cgroup" is made by the
+// daemon (as `airlock sandbox create`); with one, that cgroup is attached.
+#include <string>
+#include <vector>
+
+namespace airlock {
+
+struct DeclaredSandbox {
+	std::string name, policy, cgroup, audit_log;
+	bool log_allowed = false;
+};
+
+struct DaemonConfig {
+	std::string metrics, policy_dir, audit_log;
+	std::vector<DeclaredSandbox> sandboxes;
+};
+
+// Throws PolicyRejected with every error, one line each: FILE: PATH: MESSAGE.
+DaemonConfig load_daemon_config(const std::string& file);
+
+}  // namespace airlock

@@ -1,0 +1,241 @@
+#include "ops/ops.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+
+#include "events/audit.h"
+#include "kernel/kernel.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/supervisor.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace airlock::ops {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+SandboxRecord record_or_fail(const Paths& paths, const std::string& name)
+{
+	auto r = load_record(paths, name);
+	if (!r)
+		fail("no sandbox named '{}' (airlock status lists them)", name);
+	return *r;
+}
+
+void audit_to(const SandboxRecord& r, const json& j)
+{
+	if (r.audit_log.empty())
+		return;
+	AuditLog log(r.audit_log);
+	log.write(r.name, j);
+}
+
+json counters_json(const al_counters& c)
+{
+	json d = json::object();
+	for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
+		if (std::string(hook_name(h)) == "unknown")
+			continue;
+		d[hook_name(h)] = {{"allow", c.decisions[h][AL_VERDICT_ALLOW]},
+				   {"deny", c.decisions[h][AL_VERDICT_DENY]},
+				   {"audit", c.decisions[h][AL_VERDICT_AUDIT]}};
+	}
+	json reasons = json::object();
+	for (unsigned i = 0; i < AL_REASON_MAX; i++)
+		if (c.reasons[i])
+			reasons[reason_name(i)] = c.reasons[i];
+	return {{"decisions", d},
+		{"reasons", reasons},
+		{"egress_packets", c.egress_packets},
+		{"egress_bytes", c.egress_bytes},
+		{"denied_packets", c.denied_packets},
+		{"denied_bytes", c.denied_bytes},
+		{"violations", c.violations},
+		{"events_lost", c.events_lost}};
+}
+
+json dns_json_of(const al_counters& c, size_t learned, size_t learned_live)
+{
+	return {{"queries_allowed", c.dns_queries_allowed},
+		{"queries_denied", c.dns_queries_denied},
+		{"answers_learned", c.dns_answers_learned},
+		{"answers_dropped", c.dns_answers_dropped},
+		{"learn_full", c.dns_learn_full},
+		{"learned_addresses", learned_live},
+		{"learned_entries", learned}};
+}
+
+// "docker-4f2a.scope" -> "docker-4f2a.scope"; what is not a sandbox name
+// asks for --name.
+std::string default_name(const std::string& cgroup_path)
+{
+	std::string base = cgroup_path.substr(cgroup_path.rfind('/') + 1);
+	if (base.size() > 63)
+		base = base.substr(0, 63);
+	return base;
+}
+
+}  // namespace
+
+json status(const Paths& paths)
+{
+	auto records = load_records(paths);
+	std::optional<kernel::Kernel> k;
+	if (!records.empty())
+		k.emplace(kernel::Kernel::adopt(paths.bpf_dir));
+	json out = {{"sandboxes", json::array()}};
+	for (const auto& r : records) {
+		auto ev = cgroup::events(r.cgroup);
+		al_latch l = k->latch(r.slot);
+		bool frozen = ev && ev->frozen;
+		al_counters counters = k->counters(r.slot);
+		auto learned = k->learned(r.slot);
+		uint64_t now = monotonic_ns();
+		size_t live = std::count_if(learned.begin(), learned.end(),
+					    [&](const kernel::Kernel::Learned& l) { return l.value.expires_ns > now; });
+		std::string state = !ev ? "gone" : frozen ? "frozen" : l.violated_ns ? "quarantined" : "running";
+		json s = {{"name", r.name},
+			  {"state", state},
+			  {"cgroup", r.cgroup},
+			  {"cgroup_id", r.cgroup_id},
+			  {"policy", r.policy_name},
+			  {"policy_file", r.policy_file},
+			  {"runner_pid", r.runner_pid},
+			  {"runner_alive", runner_alive(r)},
+			  {"attached", r.attached},
+			  {"managed", r.managed},
+			  {"latched", l.violated_ns != 0},
+			  {"populated", ev && ev->populated},
+			  {"created", r.created},
+			  {"counters", counters_json(counters)},
+			  {"dns", dns_json_of(counters, learned.size(), live)}};
+		out["sandboxes"].push_back(s);
+	}
+	// Decisions of programs that found no sandbox entry (fail-closed denials).
+	if (k)
+		out["unattributed"] = counters_json(k->counters(AL_SLOT_UNKNOWN));
+	return out;
+}
+
+std::string thaw(const Paths& paths, const std::string& name)
+{
+	SandboxRecord r = record_or_fail(paths, name);
+	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
+	// Lift the quarantine before the processes run again, so they resume
+	// with working egress rather than into a wall of denials.
+	k.clear_latch(r.slot);
+	cgroup::thaw(r.cgroup);
+	if (!cgroup::wait_frozen(r.cgroup, false, 5s))
+		fail("sandbox '{}' did not report frozen 0 within 5 s", name);
+	audit_to(r, {{"event", "thawed"}});
+	return name + ": thawed";
+}
+
+std::string kill(const Paths& paths, const std::string& name)
+{
+	SandboxRecord r = record_or_fail(paths, name);
+	write_file_atomic(paths.kill_marker(name), "operator\n");
+	cgroup::kill(r.cgroup);
+	if (!cgroup::wait_empty(r.cgroup, 5s))
+		fail("processes of sandbox '{}' did not exit within 5 s of cgroup.kill", name);
+	audit_to(r, {{"event", "killed"}, {"by", "operator"}});
+	if (!runner_alive(r) && !r.managed && !r.attached) {
+		// Nobody else will clean up an orphaned sandbox.
+		FileLock lock(paths.lock_file());
+		kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
+		destroy_sandbox(k, paths, r);
+		return name + ": killed and removed (its runner was gone)";
+	}
+	return name + ": killed";
+}
+
+std::string reload(const Paths& paths, const std::string& name, const std::string& file)
+{
+	SandboxRecord r = record_or_fail(paths, name);
+	Policy policy;
+	try {
+		policy = load_policy(file);
+	} catch (const PolicyRejected& e) {
+		audit_to(r, {{"event", "reload"}, {"result", "error"}, {"policy_file", file}, {"errors", e.lines()}});
+		auto lines = e.lines();
+		lines.push_back(fmt::format("{}: reload rejected; policy '{}' stays enforced", name, r.policy_name));
+		throw PolicyRejected(lines);
+	}
+	FileLock lock(paths.lock_file());
+	r = record_or_fail(paths, name);
+	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
+	reload_sandbox(k, paths, r, policy, file);
+	audit_to(r, {{"event", "reload"}, {"result", "ok"}, {"policy", policy.name}, {"policy_file", r.policy_file}});
+	return fmt::format("{}: now enforcing '{}'", name, policy.name);
+}
+
+SandboxRecord add(const Paths& paths, const NewSandbox& o, std::string* message)
+{
+	Policy policy = load_policy(o.policy_file);
+	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
+	bool attach = !o.cgroup.empty() || o.pid > 0;
+	make_dirs(paths.state_dir);
+	SandboxRecord rec;
+	bool adopted = false;
+	{
+		FileLock lock(paths.lock_file());
+		std::string cg = attach ? resolve_attach_target(paths, o.cgroup, o.pid) : "";
+		std::string name = !o.name.empty() ? o.name : default_name(cg);
+		if (!valid_sandbox_name(name))
+			fail("'{}' is not a sandbox name{} (1-63 of A-Z a-z 0-9 . _ -)", name,
+			     attach ? ": give one with --name" : "");
+		kernel::Kernel k = kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty());
+		adopted = k.adopted();
+		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, o.runner_pid, cg, o.managed};
+		rec = create_sandbox(k, paths, co);
+	}
+	AuditLog audit(audit_path);
+	if (attach) {
+		auto ev = cgroup::events(rec.cgroup);
+		audit.write(rec.name, json{{"event", "attached"}, {"cgroup", rec.cgroup}, {"cgroup_id", rec.cgroup_id},
+					   {"policy", policy.name}, {"policy_file", rec.policy_file},
+					   {"populated", ev && ev->populated}});
+	} else {
+		audit.write(rec.name, json{{"event", "sandbox-created"}, {"cgroup", rec.cgroup}, {"cgroup_id", rec.cgroup_id},
+					   {"policy", policy.name}, {"policy_file", rec.policy_file}});
+	}
+	if (message)
+		*message = fmt::format("{}: enforcing '{}' on {} (cgroup id {}); programs {}", rec.name, policy.name,
+				       rec.cgroup, rec.cgroup_id, adopted ? "adopted from pins" : "loaded and pinned");
+	return rec;
+}
+
+std::string detach(const Paths& paths, const std::string& name)
+{
+	FileLock lock(paths.lock_file());
+	SandboxRecord r = record_or_fail(paths, name);
+	if (!r.attached)
+		fail("sandbox '{}' is airlock's own cgroup, not an attached one: end it with airlock {} {}", name,
+		     r.managed ? "sandbox delete" : "kill", name);
+	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
+	destroy_sandbox(k, paths, r);
+	audit_to(r, {{"event", "detached"}, {"cgroup", r.cgroup}});
+	return fmt::format("{}: detached from {}; its processes run on, unenforced", name, r.cgroup);
+}
+
+std::string remove(const Paths& paths, const std::string& name)
+{
+	FileLock lock(paths.lock_file());
+	SandboxRecord r = record_or_fail(paths, name);
+	if (r.attached)
+		fail("sandbox '{}' is an attached cgroup: let go of it with airlock detach {}", name, name);
+	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
+	destroy_sandbox(k, paths, r);
+	audit_to(r, {{"event", "sandbox-deleted"}, {"cgroup", r.cgroup}});
+	return fmt::format("{}: deleted (its processes killed, its cgroup removed)", name);
+}
+
+}  // namespace airlock::ops

@@ -1,0 +1,43 @@
+#pragma once
+// What the sandbox commands do, without printing. `airlock` runs them itself
+// when no daemon is up; the daemon runs them for its control socket. Each
+// returns the line to show, or throws (PolicyRejected for a bad policy).
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sandbox/state.h"
+
+namespace airlock::ops {
+
+// `airlock status --json`: every sandbox, its state and kernel counters.
+nlohmann::json status(const Paths&);
+
+// Lifts the quarantine, then unfreezes.
+std::string thaw(const Paths&, const std::string& name);
+// Kills every process. A sandbox nobody else owns (its runner gone, not
+// managed, not attached) is removed as well.
+std::string kill(const Paths&, const std::string& name);
+// Stops enforcing on an attached cgroup; its processes run on.
+std::string detach(const Paths&, const std::string& name);
+// Removes a sandbox made by `sandbox create` (its processes are killed).
+std::string remove(const Paths&, const std::string& name);
+// Swaps the policy atomically; a bad file is audited and thrown.
+std::string reload(const Paths&, const std::string& name, const std::string& file);
+
+struct NewSandbox {
+	std::string name;  // "" for attach: the cgroup's own name
+	std::string policy_file;
+	std::string audit_log;
+	bool log_allowed = false;
+	// attach: the cgroup (absolute, or relative to the cgroup2 mount) or a
+	// process whose cgroup it is. Neither: a new cgroup under the parent.
+	std::string cgroup;
+	int pid = 0;
+	bool managed = false;  // made through the daemon, which supervises it
+	int runner_pid = 0;    // `airlock run` through the daemon
+};
+// Enforces a policy on an existing cgroup, or makes a new one.
+SandboxRecord add(const Paths&, const NewSandbox&, std::string* message);
+
+}  // namespace airlock::ops
