@@ -45,9 +45,11 @@ protected:
 	}
 
 	// `airlock daemon` for this test's state directory, ready when it says so.
-	Proc& start_daemon()
+	Proc& start_daemon(std::vector<std::string> extra = {})
 	{
-		Proc& d = env().start(env().airlock_argv({"daemon", "--metrics", "off"}), "daemon");
+		std::vector<std::string> args = {"daemon", "--metrics", "off"};
+		args.insert(args.end(), extra.begin(), extra.end());
+		Proc& d = env().start(env().airlock_argv(args), "daemon");
 		if (!wait_until([&] { return d.err().find("watching") != std::string::npos || !d.running(); }, 10s) ||
 		    !d.running())
 			throw std::runtime_error("the daemon did not start: " + d.describe());
@@ -58,6 +60,17 @@ protected:
 	{
 		wait_until([&] { return !decisions(env().audit(), m).empty(); }, 5s);
 		return Logged(env().audit(), m, sandbox);
+	}
+
+	// `airlock exec NAME -- cmd`, started in the client namespace.
+	RunResult exec(const std::string& name, const std::vector<std::string>& cmd, Ms timeout = 15s)
+	{
+		std::vector<std::string> a = env().airlock_argv({"exec", name, "--"});
+		a.insert(a.end(), cmd.begin(), cmd.end());
+		RunResult rr;
+		rr.r = env().in_client(a, timeout);
+		rr.out_json = json_objects_in(rr.r.out);
+		return rr;
 	}
 
 	// argv that puts itself into cgroup cg, then runs cmd in the client namespace.
@@ -380,6 +393,239 @@ TEST_F(Attach, BadTargetsAreRefusedWithOneLine)
 	EXPECT_NE(d.err.find("airlock kill"), std::string::npos) << d.describe();
 	write_file(env().path("go"), "");
 	EXPECT_EQ(runner.wait(10s), std::optional<int>(0)) << runner.describe();
+}
+
+}  // namespace
+}  // namespace it
+
+namespace it {
+namespace {
+
+// Sandboxes the daemon makes: `sandbox create` with a policy from the
+// daemon's policy directory, commands in it with `airlock exec`, `sandbox
+// delete`. Allowed traffic arrives, denied never does, and the sandbox
+// outlives each command.
+TEST_F(Attach, SandboxCreateExecAndDeleteWithAPolicyFromTheDirectory)
+{
+	std::string dir = env().path("policies");
+	ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+	write_file(dir + "/web.json", base_policy("it-dir-web").dump());
+	std::string name = "c" + env().id;
+
+	// Without a daemon there is nobody to supervise it: refused, nothing made.
+	Result early = env().airlock({"sandbox", "create", name, "--policy", dir + "/web.json"});
+	EXPECT_NE(early.status, 0) << early.describe();
+	EXPECT_NE(early.err.find("no airlock daemon runs"), std::string::npos) << early.describe();
+	EXPECT_FALSE(env().status_of(name));
+
+	Proc& daemon = start_daemon({"--policy-dir", dir, "--audit-log", env().audit_path()});
+	Result unknown = env().airlock({"sandbox", "create", name, "--policy", "nope"});
+	EXPECT_NE(unknown.status, 0) << unknown.describe();
+	EXPECT_NE(unknown.err.find("no policy named 'nope' in " + dir), std::string::npos) << unknown.describe();
+	Result made = env().airlock({"sandbox", "create", name, "--policy", "web"});
+	ASSERT_EQ(made.status, 0) << made.describe() << daemon.describe();
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_TRUE(st->value("managed", false)) << st->dump();
+	EXPECT_TRUE(st->value("supervised_by_daemon", false)) << st->dump();
+	EXPECT_EQ(st->value("policy_file", ""), dir + "/web.json");
+	EXPECT_EQ(st->value("populated", true), false);
+
+	// Two commands, one after the other, in the same sandbox.
+	for (const char* round : {"one", "two"}) {
+		std::string ok = env().marker(std::string("ok-") + round), bad = env().marker(std::string("bad-") + round);
+		RunResult rr = exec(name, env().py("udp_send.py", {dest4(kAllowed4, 9030), ok, dest4(kDenied4, 9031), bad}));
+		EXPECT_EQ(rr.r.status, 0) << rr.describe();
+		EXPECT_TRUE(Ok(ResultFor(rr, ok))) << rr.describe();
+		EXPECT_EQ(Errno(ResultFor(rr, bad)), "EPERM") << rr.describe();
+		EXPECT_TRUE(ArrivedIntact(env(), ok));
+		EXPECT_TRUE(NothingArrived(env(), bad));
+	}
+	// The command's own status passes through.
+	RunResult three = exec(name, {"sh", "-c", "exit 3"});
+	EXPECT_EQ(three.r.status, 3) << three.describe();
+	EXPECT_TRUE(LoggedSoon(Violation("sendmsg4", "no-rule", kDenied4, 9031), name));
+
+	// detach is for attached cgroups; delete removes airlock's own.
+	Result wrong = env().airlock({"detach", name});
+	EXPECT_NE(wrong.status, 0) << wrong.describe();
+	EXPECT_NE(wrong.err.find("sandbox delete"), std::string::npos) << wrong.describe();
+	std::string cg = st->value("cgroup", "");
+	Result del = env().airlock({"sandbox", "delete", name});
+	EXPECT_EQ(del.status, 0) << del.describe();
+	EXPECT_FALSE(env().status_of(name));
+	EXPECT_FALSE(exists(cg)) << cg;
+	EXPECT_TRUE(daemon.running()) << daemon.describe();
+	EXPECT_EQ(events(env().audit(), "sandbox-created").size(), 1u) << dump_lines(env().audit());
+	EXPECT_EQ(events(env().audit(), "sandbox-deleted").size(), 1u) << dump_lines(env().audit());
+}
+
+// A kill-on-violation sandbox made by the daemon: the violating command ends
+// with 120; the sandbox stays quarantined (exec refused) until a thaw, after
+// which commands run again with working egress. `airlock kill` gives 121.
+TEST_F(Attach, ExecIntoAKilledSandboxIsRefusedUntilThawedAndReportsWhoKilled)
+{
+	start_daemon({"--audit-log", env().audit_path()});
+	std::string name = "k" + env().id;
+	Result made = env().airlock(
+		{"sandbox", "create", name, "--policy", env().write_policy("kill.json", base_policy("it-exec-kill", "kill"))});
+	ASSERT_EQ(made.status, 0) << made.describe();
+	std::string bad = env().marker("bad");
+	RunResult v = exec(name, Sequence({env().py("udp_send.py", {dest4(kDenied4, 9032), bad}), {"sleep", "20"}}), 25s);
+	EXPECT_EQ(v.r.status, 120) << v.describe();
+	EXPECT_TRUE(NothingArrived(env(), bad));
+	RunResult refused = exec(name, {"true"});
+	EXPECT_EQ(refused.r.status, 125) << refused.describe();
+	EXPECT_NE(refused.r.err.find("airlock thaw " + name), std::string::npos) << refused.describe();
+
+	Result t = env().airlock({"thaw", name});
+	ASSERT_EQ(t.status, 0) << t.describe();
+	std::string ok = env().marker("ok");
+	RunResult again = exec(name, env().py("udp_send.py", {dest4(kAllowed4, 9033), ok}));
+	EXPECT_EQ(again.r.status, 0) << again.describe();
+	EXPECT_TRUE(ArrivedIntact(env(), ok));
+
+	// Killed by the operator, not by the policy: 121.
+	std::vector<std::string> a = env().airlock_argv({"exec", name, "--", "sleep", "30"});
+	Proc& sleeper = env().start(env().topo->in_client(a), "sleeper");
+	ASSERT_TRUE(wait_until([&] { return env().status_of(name)->value("populated", false); }, 10s));
+	Result k = env().airlock({"kill", name});
+	EXPECT_EQ(k.status, 0) << k.describe();
+	ASSERT_TRUE(sleeper.wait(10s)) << sleeper.describe();
+	EXPECT_EQ(sleeper.status(), 121) << sleeper.describe();
+	EXPECT_TRUE(env().status_of(name)) << "kill keeps a sandbox made by the daemon";
+}
+
+// `airlock run` while a daemon runs: the daemon makes and supervises the
+// sandbox (freeze on violation by the daemon), `kill` reaches it through the
+// control socket, run ends with 121 and the sandbox is gone.
+TEST_F(Attach, RunUsesTheRunningDaemon)
+{
+	Proc& daemon = start_daemon();
+	std::string name = "r" + env().id, bad = env().marker("bad");
+	RunSpec spec{env().write_policy("run.json", base_policy("it-run-daemon", "freeze")), name,
+		     Sequence({env().py("udp_send.py", {dest4(kDenied4, 9034), bad}), {"sleep", "30"}})};
+	Proc& r = env().start_run(spec);
+	ASSERT_TRUE(wait_until([&] { return !events(env().audit(), "frozen").empty(); }, 10s))
+		<< r.describe() << daemon.describe() << dump_lines(env().audit());
+	EXPECT_NE(daemon.err().find(name + ": supervising"), std::string::npos) << daemon.describe();
+	EXPECT_NE(daemon.err().find("made through the daemon"), std::string::npos) << daemon.describe();
+	EXPECT_NE(r.err().find("supervised by the airlock daemon"), std::string::npos) << r.describe();
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_EQ(st->value("state", ""), "frozen") << st->dump();
+	EXPECT_TRUE(NothingArrived(env(), bad));
+	Result k = env().airlock({"kill", name});
+	EXPECT_EQ(k.status, 0) << k.describe();
+	ASSERT_TRUE(r.wait(10s)) << r.describe();
+	EXPECT_EQ(r.status(), 121) << r.describe();
+	EXPECT_FALSE(env().status_of(name));
+	EXPECT_TRUE(daemon.running()) << daemon.describe();
+}
+
+// The configuration file: policy directory, audit log and declared
+// sandboxes (one made, one an existing cgroup attached). A bad file stops
+// the daemon with one line per error. A restart of the daemon takes the
+// sandboxes up again, with no duplicate and no gap.
+TEST_F(Attach, ConfigDeclaresSandboxesThatSurviveARestart)
+{
+	std::string dir = env().path("policies");
+	ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+	write_file(dir + "/agent.json", base_policy("it-cfg-agent").dump());
+	std::string cg = make_cgroup("cfg");
+	std::string made = "m" + env().id, attached = "a" + env().id;
+	json cfg = {{"metrics", "off"},
+		    {"policy_dir", dir},
+		    {"audit_log", env().audit_path()},
+		    {"sandboxes",
+		     {{{"name", made}, {"policy", "agent"}}, {{"name", attached}, {"policy", "agent"}, {"cgroup", cg}}}}};
+	std::string cfg_file = env().write_text("airlock.json", cfg.dump());
+
+	std::string bad_file = env().write_text(
+		"bad.json", R"({"metrics": "off", "sandboxes": [{"name": "x", "polcy": "agent"}, {"name": 7}]})");
+	Result bad = env().airlock({"daemon", "--config", bad_file}, 10s);
+	EXPECT_NE(bad.status, 0) << bad.describe();
+	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/0: unknown key \"polcy\""), std::string::npos) << bad.describe();
+	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/0: missing key 'policy'"), std::string::npos) << bad.describe();
+	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/1/name: expected a string, got an integer"), std::string::npos)
+		<< bad.describe();
+
+	auto start = [&]() -> Proc& {
+		Proc& d = env().start(env().airlock_argv({"daemon", "--config", cfg_file}), "daemon");
+		if (!wait_until([&] { return env().status_of(made) && env().status_of(attached); }, 10s))
+			ADD_FAILURE() << d.describe();
+		return d;
+	};
+	Proc& first = start();
+	EXPECT_EQ(env().status_of(attached)->value("cgroup", ""), cg);
+	EXPECT_TRUE(env().status_of(attached)->value("attached", false));
+	EXPECT_TRUE(env().status_of(made)->value("managed", false));
+	// Enforced in the attached cgroup right away.
+	std::string bad1 = env().marker("bad1");
+	Result c1 = run(inside(cg, env().py("udp_send.py", {dest4(kDenied4, 9035), bad1})), 10s);
+	EXPECT_NE(c1.out.find("EPERM"), std::string::npos) << c1.describe();
+
+	ASSERT_EQ(::kill(first.pid(), SIGKILL), 0);
+	ASSERT_TRUE(first.wait(5s));
+	// While no daemon runs, the kernel still enforces.
+	std::string bad2 = env().marker("bad2");
+	Result c2 = run(inside(cg, env().py("udp_send.py", {dest4(kDenied4, 9036), bad2})), 10s);
+	EXPECT_NE(c2.out.find("EPERM"), std::string::npos) << c2.describe();
+	Proc& second = start();
+	ASSERT_TRUE(wait_until([&] { return second.err().find(attached + ": supervising") != std::string::npos; }, 10s))
+		<< second.describe();
+	auto st = env().status();
+	size_t n = 0;
+	for (const auto& s : st["sandboxes"])
+		n += s.value("name", "") == made || s.value("name", "") == attached;
+	EXPECT_EQ(n, 2u) << st.dump();
+	EXPECT_EQ(events(env().audit(), "sandbox-created").size(), 1u) << dump_lines(env().audit());
+	EXPECT_EQ(events(env().audit(), "attached").size(), 1u) << dump_lines(env().audit());
+	EXPECT_TRUE(NothingArrived(env(), bad1));
+	EXPECT_TRUE(NothingArrived(env(), bad2));
+	EXPECT_TRUE(second.running()) << second.describe();
+}
+
+// Policies by directory: one file shared by two sandboxes; changing it
+// reloads both, a bad version is rejected for both with the old policy kept,
+// and a bad file no sandbox uses is reported when it is written.
+TEST_F(Attach, APolicyDirectoryFileChangeReloadsEverySandboxUsingIt)
+{
+	std::string dir = env().path("policies");
+	ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+	write_file(dir + "/shared.json", base_policy("it-dir-shared").dump());
+	Proc& daemon = start_daemon({"--policy-dir", dir, "--audit-log", env().audit_path()});
+	std::vector<std::string> names = {"x" + env().id, "y" + env().id};
+	for (const auto& n : names) {
+		Result m = env().airlock({"sandbox", "create", n, "--policy", "shared"});
+		ASSERT_EQ(m.status, 0) << m.describe();
+	}
+	auto reloads = [&](const std::string& result) {
+		size_t n = 0;
+		for (const auto& j : events(env().audit(), "reload"))
+			n += j.value("result", "") == result;
+		return n;
+	};
+	json wider = base_policy("it-dir-shared-wider");
+	wider["rules"].push_back({{"action", "allow"}, {"cidr", std::string(kDenied4) + "/32"}, {"ports", {9037}}});
+	write_file(dir + "/.shared.tmp", wider.dump());
+	ASSERT_EQ(::rename((dir + "/.shared.tmp").c_str(), (dir + "/shared.json").c_str()), 0);
+	ASSERT_TRUE(wait_until([&] { return reloads("ok") == 2; }, 10s)) << daemon.describe() << dump_lines(env().audit());
+	for (const auto& n : names) {
+		std::string m = env().marker("wider-" + n);
+		RunResult rr = exec(n, env().py("udp_send.py", {dest4(kDenied4, 9037), m}));
+		EXPECT_TRUE(Ok(ResultFor(rr, m))) << rr.describe();
+		EXPECT_TRUE(ArrivedIntact(env(), m));
+		EXPECT_EQ(env().status_of(n)->value("policy", ""), "it-dir-shared-wider");
+	}
+	write_file(dir + "/shared.json", R"({"version": 1, "name": "broken", "rules": [{"action": "allow", "cidr": "10.77.0.0/33"}]})");
+	ASSERT_TRUE(wait_until([&] { return reloads("error") == 2; }, 10s)) << daemon.describe() << dump_lines(env().audit());
+	for (const auto& n : names)
+		EXPECT_EQ(env().status_of(n)->value("policy", ""), "it-dir-shared-wider");
+	write_file(dir + "/unused.json", R"({"version": 1, "name": "unused", "mode": "sometimes"})");
+	EXPECT_TRUE(wait_until([&] { return daemon.err().find(dir + "/unused.json: mode:") != std::string::npos; }, 10s))
+		<< daemon.describe();
+	EXPECT_TRUE(daemon.running()) << daemon.describe();
 }
 
 }  // namespace
