@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 3
+#define AL_ABI_VERSION 4
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -39,7 +39,7 @@
 #define AL_NAME_END 0xff           /* follows the last label of a lookup key */
 #define AL_MAX_NAMES 65536         /* name entries, all sandboxes and banks */
 #define AL_LEARNED_PER_SANDBOX 4096
-#define AL_PENDING_PER_SANDBOX 1024
+#define AL_PENDING_PER_SANDBOX 256
 #define AL_NAME_KEY_FIXED_BITS 16  /* the policy id in front of a name */
 
 /* Address families as stored in keys and events (not AF_* values). */

@@ -48,6 +48,7 @@ struct Subscriber {
 };
 
 struct Daemon {
+	Daemon(const Paths& p, Metrics* m) : paths(p), metrics(m), ep(::epoll_create1(EPOLL_CLOEXEC)) {}
 	const Paths& paths;
 	Metrics* metrics;
 	Fd ep;
@@ -62,6 +63,31 @@ struct Daemon {
 	std::string audit_log;   // for sandboxes made through the daemon without one
 	std::vector<DeclaredSandbox> declared;
 	std::map<std::string, std::string> declared_errors;  // name -> last error, logged once
+	// Each ring's epoll tag, so that an event wakes its own supervisor alone.
+	std::map<uint64_t, std::string> ring_tags;
+	uint64_t next_tag = kFirstRingTag;
+	static constexpr uint64_t kFirstRingTag = 1000;
+
+	void forget(const std::string& name, Supervisor& sup)
+	{
+		::epoll_ctl(ep.get(), EPOLL_CTL_DEL, sup.epoll_fd(), nullptr);
+		for (auto it = ring_tags.begin(); it != ring_tags.end(); ++it)
+			if (it->second == name) {
+				ring_tags.erase(it);
+				break;
+			}
+	}
+
+	// A ring has events: its sandbox's supervisor reads them (a violation
+	// among them is frozen now, not after every other sandbox was looked at).
+	void ring_ready(uint64_t tag)
+	{
+		auto t = ring_tags.find(tag);
+		if (t == ring_tags.end())
+			return;
+		if (auto it = sups.find(t->second); it != sups.end())
+			it->second->poll();
+	}
 
 	static constexpr size_t kRecent = 200;
 
@@ -178,7 +204,7 @@ struct Daemon {
 			return false;
 		it->second->poll();
 		bool killed = it->second->killed_on_violation();
-		::epoll_ctl(ep.get(), EPOLL_CTL_DEL, it->second->epoll_fd(), nullptr);
+		forget(name, *it->second);
 		sups.erase(it);
 		return killed;
 	}
@@ -379,7 +405,7 @@ struct Daemon {
 			by_name[r.name] = &r;
 		for (auto it = sups.begin(); it != sups.end();) {
 			if (!by_name.count(it->first)) {
-				::epoll_ctl(ep.get(), EPOLL_CTL_DEL, it->second->epoll_fd(), nullptr);
+				forget(it->first, *it->second);
 				spdlog::info("{}: gone; no longer supervised", it->first);
 				it = sups.erase(it);
 			} else {
@@ -412,8 +438,10 @@ struct Daemon {
 				}
 				struct epoll_event ev = {};
 				ev.events = EPOLLIN;
+				ev.data.u64 = next_tag;
 				if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, sup->epoll_fd(), &ev) != 0)
 					fail_errno("epoll_ctl");
+				ring_tags[next_tag++] = r.name;
 				spdlog::info("{}: supervising {} ({})", r.name, r.cgroup,
 					     r.attached ? "attached" : r.managed ? "made through the daemon" : "its runner is gone");
 				sups[r.name] = std::move(sup);
@@ -475,7 +503,7 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 		}
 		spdlog::info("airlock daemon: metrics on http://{}/metrics", metrics_addr);
 	}
-	Daemon d{paths, metrics.get(), Fd(::epoll_create1(EPOLL_CLOEXEC)), std::nullopt, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+	Daemon d(paths, metrics.get());
 	d.policy_dir = policy_dir;
 	d.audit_log = !o.audit_log.empty() ? std::filesystem::absolute(o.audit_log).string()
 		      : !config.audit_log.empty() ? config.audit_log
@@ -532,7 +560,7 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 	d.rescan();
 	d.ensure_declared();
 
-	uint64_t last_scan = 0;
+	uint64_t last_scan = 0, last_poll_all = 0;
 	for (;;) {
 		uint64_t now = monotonic_ns();
 		if (now - last_scan >= 1000000000ull) {
@@ -540,12 +568,20 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 			d.ensure_declared();
 			last_scan = now;
 		}
-		struct epoll_event evs[16];
-		int n = ::epoll_wait(d.ep.get(), evs, 16, 200);
+		struct epoll_event evs[64];
+		int n = ::epoll_wait(d.ep.get(), evs, 64, 200);
 		if (n < 0 && errno != EINTR)
 			fail_errno("epoll_wait");
-		for (auto& [name, sup] : d.sups)
-			sup->poll();
+		for (int i = 0; i < n; i++)
+			if (evs[i].data.u64 >= Daemon::kFirstRingTag)
+				d.ring_ready(evs[i].data.u64);
+		// Every sandbox at least every 200 ms: a latch set while its ring
+		// was full, a thaw, learned addresses to sweep.
+		if (now = monotonic_ns(); now - last_poll_all >= 200000000ull) {
+			for (auto& [name, sup] : d.sups)
+				sup->poll();
+			last_poll_all = now;
+		}
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u64 == 2) {
 				char buf[4096];
