@@ -441,6 +441,12 @@ TEST_F(Attach, SandboxCreateExecAndDeleteWithAPolicyFromTheDirectory)
 		EXPECT_TRUE(ArrivedIntact(env(), ok));
 		EXPECT_TRUE(NothingArrived(env(), bad));
 	}
+	// A root command inside cannot use the daemon to get out (kill, thaw,
+	// reload, delete): the daemon refuses requests from inside any sandbox.
+	RunResult escape = exec(name, env().airlock_argv({"sandbox", "delete", name}));
+	EXPECT_NE(escape.r.status, 0) << escape.describe();
+	EXPECT_NE(escape.r.err.find("requests from inside a sandbox are refused"), std::string::npos) << escape.describe();
+	EXPECT_TRUE(env().status_of(name)) << escape.describe();
 	// The command's own status passes through.
 	RunResult three = exec(name, {"sh", "-c", "exit 3"});
 	EXPECT_EQ(three.r.status, 3) << three.describe();
@@ -503,8 +509,10 @@ TEST_F(Attach, RunUsesTheRunningDaemon)
 {
 	Proc& daemon = start_daemon();
 	std::string name = "r" + env().id, bad = env().marker("bad");
-	RunSpec spec{env().write_policy("run.json", base_policy("it-run-daemon", "freeze")), name,
-		     Sequence({env().py("udp_send.py", {dest4(kDenied4, 9034), bad}), {"sleep", "30"}})};
+	RunSpec spec;
+	spec.policy = env().write_policy("run.json", base_policy("it-run-daemon", "freeze"));
+	spec.name = name;
+	spec.cmd = Sequence({env().py("udp_send.py", {dest4(kDenied4, 9034), bad}), {"sleep", "30"}});
 	Proc& r = env().start_run(spec);
 	ASSERT_TRUE(wait_until([&] { return !events(env().audit(), "frozen").empty(); }, 10s))
 		<< r.describe() << daemon.describe() << dump_lines(env().audit());
@@ -542,13 +550,17 @@ TEST_F(Attach, ConfigDeclaresSandboxesThatSurviveARestart)
 	std::string cfg_file = env().write_text("airlock.json", cfg.dump());
 
 	std::string bad_file = env().write_text(
-		"bad.json", R"({"metrics": "off", "sandboxes": [{"name": "x", "polcy": "agent"}, {"name": 7}]})");
+		"bad.json", R"({"metrics": "off", "audit_log": "rel/audit.jsonl",
+		   "sandboxes": [{"name": "x", "polcy": "agent"}, {"name": 7, "policy": "/p.json", "log_allowed": "yes"}]})");
 	Result bad = env().airlock({"daemon", "--config", bad_file}, 10s);
 	EXPECT_NE(bad.status, 0) << bad.describe();
 	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/0: unknown key \"polcy\""), std::string::npos) << bad.describe();
 	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/0: missing key 'policy'"), std::string::npos) << bad.describe();
 	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/1/name: expected a string, got an integer"), std::string::npos)
 		<< bad.describe();
+	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/1/log_allowed: expected a boolean, got a string"), std::string::npos)
+		<< bad.describe();
+	EXPECT_NE(bad.err.find(bad_file + ": audit_log: must be an absolute path"), std::string::npos) << bad.describe();
 
 	auto start = [&]() -> Proc& {
 		Proc& d = env().start(env().airlock_argv({"daemon", "--config", cfg_file}), "daemon");

@@ -30,6 +30,7 @@
 #include "ops/config.h"
 #include "ops/control.h"
 #include "ops/ops.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/supervisor.h"
 #include "util/error.h"
@@ -193,7 +194,7 @@ struct Daemon {
 		}
 		if (arg.empty() || arg.front() != '/')
 			fail("policy '{}': give an absolute path{}", arg, policy_dir.empty() ? "" : " or a name in " + policy_dir);
-		return arg;
+		return std::filesystem::path(arg).lexically_normal().string();
 	}
 
 	// Stops supervising a sandbox, reading what its ring still holds first.
@@ -314,12 +315,48 @@ struct Daemon {
 		fail("unknown request '{}'", cmd);
 	}
 
-	// One request per connection, one JSON line: {"cmd": ..., ...}. Root only.
+	// The sandbox a process is in, if any: a root process inside one must
+	// not be able to reload, delete or thaw its way out through this socket.
+	std::string sandbox_of_pid(int pid) const
+	{
+		std::string cg;
+		try {
+			cg = cgroup::of_pid(pid);
+		} catch (const std::exception&) {
+			return "?";  // gone, or unreadable: not trusted
+		}
+		for (const auto& r : load_records(paths))
+			if (cg == r.cgroup || cg.rfind(r.cgroup + "/", 0) == 0)
+				return r.name;
+		return "";
+	}
+
+	static constexpr size_t kMaxSubscribers = 64;
+
+	// Followers that hung up are let go at once, not at their next line.
+	void prune_subscribers()
+	{
+		subs.erase(std::remove_if(subs.begin(), subs.end(),
+					  [](const Subscriber& s) {
+						  char b;
+						  ssize_t n = ::recv(s.fd.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+						  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+					  }),
+			   subs.end());
+	}
+
+	// One request per connection, one JSON line: {"cmd": ..., ...}. Root
+	// only, and never from inside a sandbox.
 	void serve(int listen_fd)
 	{
 		Fd c(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
-		if (!c.valid())
+		if (!c.valid()) {
+			if (errno == EMFILE || errno == ENFILE) {
+				spdlog::error("control socket: accept: {}", std::strerror(errno));
+				prune_subscribers();
+			}
 			return;
+		}
 		struct timeval tv = {5, 0};
 		::setsockopt(c.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		auto reply = [&](const nlohmann::json& j) {
@@ -338,32 +375,53 @@ struct Daemon {
 			reply({{"error", "the control socket is root's"}});
 			return;
 		}
-		tv = {1, 0};
-		::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (std::string inside = sandbox_of_pid(cr.pid); !inside.empty()) {
+			spdlog::warn("control socket: refused pid {}, which is inside sandbox {}", cr.pid, inside);
+			reply({{"error", "requests from inside a sandbox are refused"}});
+			return;
+		}
+		// One second for the whole request, however it trickles in.
+		uint64_t deadline = monotonic_ns() + 1000000000ull;
 		std::string req;
 		char buf[512];
 		while (req.find('\n') == std::string::npos && req.size() < 65536) {
+			uint64_t now = monotonic_ns();
+			if (now >= deadline)
+				break;
+			uint64_t left_us = (deadline - now) / 1000;
+			tv = {static_cast<time_t>(left_us / 1000000), static_cast<suseconds_t>(left_us % 1000000 + 1)};
+			::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 			ssize_t n = ::recv(c.get(), buf, sizeof(buf), 0);
 			if (n <= 0)
 				break;
 			req.append(buf, static_cast<size_t>(n));
 		}
 		auto j = nlohmann::json::parse(req.substr(0, req.find('\n')), nullptr, false);
-		std::string cmd = j.is_object() && j.contains("cmd") && j["cmd"].is_string() ? j["cmd"].get<std::string>() : "";
-		if (cmd == "events") {
-			std::string sandbox = j.value("sandbox", "");
-			for (const auto& [sb, line] : recent)
-				if (sandbox.empty() || sb == sandbox)
-					::send(c.get(), line.data(), line.size(), MSG_NOSIGNAL);
-			if (j.value("follow", false)) {
-				::shutdown(c.get(), SHUT_RD);
-				subs.push_back({std::move(c), sandbox});
-			}
-			return;
-		}
 		try {
-			if (!j.is_object())
-				fail("a request is one JSON object on one line");
+			if (!j.is_object() || !j.contains("cmd") || !j["cmd"].is_string())
+				fail("a request is one JSON object on one line, with a string \"cmd\"");
+			std::string cmd = j["cmd"].get<std::string>();
+			if (j.contains("name") && !(j["name"].is_string() && (j["name"].get<std::string>().empty() ||
+									    valid_sandbox_name(j["name"].get<std::string>()))))
+				fail("\"name\" is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -)");
+			if (cmd == "events") {
+				std::string sandbox = j.value("sandbox", "");
+				bool follow = j.value("follow", false);
+				if (follow && subs.size() >= kMaxSubscribers)
+					prune_subscribers();
+				if (follow && subs.size() >= kMaxSubscribers)
+					fail("{} followers already; no more", kMaxSubscribers);
+				for (const auto& [sb, line] : recent)
+					if (sandbox.empty() || sb == sandbox)
+						::send(c.get(), line.data(), line.size(), MSG_NOSIGNAL);
+				if (follow)
+					subs.push_back({std::move(c), sandbox});
+				return;
+			}
+			// A runner's pending events belong to the policy they were decided under.
+			if (cmd == "reload")
+				if (auto it = sups.find(j.value("name", "")); it != sups.end())
+					it->second->poll();
 			reply(handle(cmd, j));
 			if (cmd != "ping" && cmd != "status")
 				spdlog::info("control: {} {} by pid {}", cmd, j.value("name", ""), cr.pid);
@@ -580,6 +638,7 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 		if (now = monotonic_ns(); now - last_poll_all >= 200000000ull) {
 			for (auto& [name, sup] : d.sups)
 				sup->poll();
+			d.prune_subscribers();
 			last_poll_all = now;
 		}
 		for (int i = 0; i < n; i++) {
@@ -612,6 +671,8 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 							for (const auto& l : e.lines())
 								spdlog::error("{}", l);
 							spdlog::error("{}: rejected; the sandboxes it declared before stay", o.config);
+						} catch (const std::exception& e) {
+							spdlog::error("{}: {}; the sandboxes it declared before stay", o.config, e.what());
 						}
 					}
 					for (auto& [name, sup] : d.sups)

@@ -186,10 +186,10 @@ Child spawn(const std::string& name, const std::string& cgroup_path, const RunOp
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, nullptr);
 		if (existing && (::write(procs.get(), "0", 1) != 1 || ::unshare(CLONE_NEWCGROUP) != 0)) {
-			int e = errno;
+			int e = -errno;  // negative: joining the cgroup failed, not the exec
 			ssize_t ignored = ::write(errpipe[1], &e, sizeof(e));
 			(void)ignored;
-			_exit(kExitCannotExecute);
+			_exit(kExitAirlockError);
 		}
 		if (!o.keep_caps)
 			drop_caps_in_child();
@@ -216,7 +216,9 @@ Child spawn(const std::string& name, const std::string& cgroup_path, const RunOp
 	Child c;
 	c.pid = static_cast<int>(pid);
 	c.pidfd.reset(pidfd);
-	if (n == sizeof(child_errno))
+	if (n == sizeof(child_errno) && child_errno < 0)
+		spdlog::error("cannot join cgroup {}: {}", cgroup_path, std::strerror(-child_errno));
+	else if (n == sizeof(child_errno))
 		spdlog::error("cannot execute {}: {}", o.command[0], std::strerror(child_errno));
 	return c;
 }
@@ -323,6 +325,9 @@ int run_via_daemon(const Paths& paths, const RunOptions& o, const std::string& n
 	std::string cg = (*made)["cgroup"].get<std::string>();
 	spdlog::info("sandbox {} in {}, supervised by the airlock daemon", name, cg);
 	auto remove = [&]() -> std::optional<nlohmann::json> {
+		auto current = load_record(paths, name);
+		if (!current || current->cgroup != cg)
+			return nlohmann::json{{"gone", true}};  // deleted by the operator
 		auto r = daemon_call(paths, {{"cmd", "delete"}, {"name", name}});
 		if (!r && load_record(paths, name))
 			ops::remove(paths, name);  // the daemon is gone: nobody else will
@@ -359,6 +364,7 @@ int run_via_daemon(const Paths& paths, const RunOptions& o, const std::string& n
 	}
 	auto removed = remove();
 	bool on_violation = removed ? removed->value("killed_on_violation", false) : latched && killed_by_sigkill(si);
+	by_operator = by_operator || (removed && removed->value("gone", false));
 	int status = on_violation ? kExitKilledOnViolation : by_operator ? kExitKilledByOperator : exit_status_of(si);
 	audit.write(name, json{{"event", "sandbox-exit"}, {"status", status}, {"command_status", exit_status_of(si)}});
 	spdlog::info("sandbox {} removed; exit status {}", name, status);
@@ -383,6 +389,8 @@ int cmd_exec(const Paths& paths, const std::string& name, const RunOptions& o)
 		fail("sandbox '{}' is quarantined since its violation: `airlock thaw {}` first", name, name);
 	if (sb["state"] == "gone")
 		fail("sandbox '{}': its cgroup {} is gone", name, sb["cgroup"].get<std::string>());
+	if (sb["state"] == "frozen")
+		fail("sandbox '{}' is frozen: `airlock thaw {}` first", name, name);
 	warn_about_identity(paths, o);
 	Fd sigfd = block_signals();
 	auto started = std::filesystem::file_time_type::clock::now();
@@ -464,8 +472,10 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 	else if (by_operator)
 		status = kExitKilledByOperator;
 	{
+		// Unless someone removed it meanwhile (its slot may be another's now).
 		FileLock lock(paths.lock_file());
-		destroy_sandbox(*k, paths, rec);
+		if (auto cur = load_record(paths, name); cur && cur->cgroup_id == rec.cgroup_id)
+			destroy_sandbox(*k, paths, *cur);
 	}
 	audit.write(name, json{{"event", "sandbox-exit"}, {"status", status}, {"command_status", exit_status_of(si)}});
 	spdlog::info("sandbox {} removed; exit status {}", name, status);

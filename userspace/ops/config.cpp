@@ -77,6 +77,9 @@ DaemonConfig load_daemon_config(const std::string& file)
 		c.metrics = Reader::str(*doc, "metrics");
 		c.policy_dir = Reader::str(*doc, "policy_dir");
 		c.audit_log = Reader::str(*doc, "audit_log");
+		for (const char* key : {"policy_dir", "audit_log"})
+			if (auto v = Reader::str(*doc, key); !v.empty() && v.front() != '/')
+				r.error(key, "must be an absolute path");
 		std::set<std::string> names;
 		if (auto sbs = doc->find("sandboxes"); sbs != doc->end() && sbs->is_array()) {
 			for (size_t i = 0; i < sbs->size(); i++) {
@@ -85,7 +88,14 @@ DaemonConfig load_daemon_config(const std::string& file)
 				if (!r.object(s, path, {"name", "policy", "cgroup", "audit_log"}, {"log_allowed"}))
 					continue;
 				DeclaredSandbox d{Reader::str(s, "name"), Reader::str(s, "policy"), Reader::str(s, "cgroup"),
-						  Reader::str(s, "audit_log"), s.value("log_allowed", false)};
+						  Reader::str(s, "audit_log"),
+						  s.contains("log_allowed") && s["log_allowed"].is_boolean() && s["log_allowed"].get<bool>()};
+				if (!d.policy.empty() && d.policy.find('/') != std::string::npos && d.policy.front() != '/')
+					r.error(path + "/policy", "a path must be absolute (or give a name in policy_dir)");
+				if (!d.policy.empty() && d.policy.find('/') == std::string::npos && !doc->contains("policy_dir"))
+					r.error(path + "/policy", "a policy name needs \"policy_dir\"; or give an absolute path");
+				if (!d.audit_log.empty() && d.audit_log.front() != '/')
+					r.error(path + "/audit_log", "must be an absolute path");
 				if (!s.contains("name"))
 					r.error(path, "missing key 'name'");
 				else if (!d.name.empty() && !valid_sandbox_name(d.name))

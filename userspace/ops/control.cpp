@@ -37,6 +37,11 @@ Fd daemon_connect(const Paths& paths)
 			return Fd();
 		fail_errno("connect to the daemon's control socket " + path, e);
 	}
+	// Whatever answers there must be root's: the answers name cgroups to run commands in.
+	struct ucred cr {};
+	socklen_t len = sizeof(cr);
+	if (::getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.uid != 0)
+		fail("the control socket {} is served by uid {}, not root: refusing it", path, cr.uid);
 	return s;
 }
 

@@ -147,8 +147,9 @@ std::string kill(const Paths& paths, const std::string& name)
 	if (!cgroup::wait_empty(r.cgroup, 5s))
 		fail("processes of sandbox '{}' did not exit within 5 s of cgroup.kill", name);
 	audit_to(r, {{"event", "killed"}, {"by", "operator"}});
-	if (!runner_alive(r) && !r.managed && !r.attached) {
-		// Nobody else will clean up an orphaned sandbox.
+	// A sandbox of `airlock run` whose runner is gone (made through the
+	// daemon or not): nobody else will clean it up.
+	if (!runner_alive(r) && !r.attached && (!r.managed || r.runner_pid)) {
 		FileLock lock(paths.lock_file());
 		kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
 		destroy_sandbox(k, paths, r);
@@ -232,6 +233,8 @@ std::string remove(const Paths& paths, const std::string& name)
 	SandboxRecord r = record_or_fail(paths, name);
 	if (r.attached)
 		fail("sandbox '{}' is an attached cgroup: let go of it with airlock detach {}", name, name);
+	if (!r.managed && runner_alive(r))
+		fail("sandbox '{}' belongs to airlock run (pid {}): end it with airlock kill {}", name, r.runner_pid, name);
 	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
 	destroy_sandbox(k, paths, r);
 	audit_to(r, {{"event", "sandbox-deleted"}, {"cgroup", r.cgroup}});

@@ -113,7 +113,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 	r.cgroup = cg;
 	r.slot = slot;
 	r.bank = 0;
-	r.policy_file = fs::absolute(o.policy_file).string();
+	r.policy_file = fs::absolute(o.policy_file).lexically_normal().string();
 	r.policy_name = o.policy.name;
 	r.runner_pid = o.runner_pid;
 	r.runner_start = o.runner_pid ? process_start_time(o.runner_pid) : 0;
@@ -180,7 +180,7 @@ void reload_sandbox(kernel::Kernel& k, const Paths& paths, SandboxRecord& r, con
 	k.delete_rules(old_id);
 
 	r.bank = next;
-	r.policy_file = fs::absolute(file).string();
+	r.policy_file = fs::absolute(file).lexically_normal().string();
 	r.policy_name = policy.name;
 	copy_policy(paths, r.name, next, file);
 	save_record(paths, r);
