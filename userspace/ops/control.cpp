@@ -50,6 +50,10 @@ std::optional<json> daemon_call(const Paths& paths, const json& request)
 	Fd s = daemon_connect(paths);
 	if (!s.valid())
 		return std::nullopt;
+	// A daemon answers within seconds (a kill waits up to 5 s for the
+	// processes to go); one that does not is stuck, not busy.
+	struct timeval tv = {30, 0};
+	::setsockopt(s.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	std::string req = request.dump() + "\n";
 	// A daemon that refuses answers and closes at once: read its reason
 	// even when the request could not be sent whole.
@@ -60,6 +64,8 @@ std::optional<json> daemon_call(const Paths& paths, const json& request)
 		ssize_t n = ::recv(s.get(), buf, sizeof(buf), 0);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			fail("the daemon did not answer '{}' within 30 s (its log says why)", request.value("cmd", ""));
 		if (n <= 0)
 			break;
 		answer.append(buf, static_cast<size_t>(n));
