@@ -65,6 +65,16 @@ def wait_for_file(path, timeout):
     return False
 
 
+def finish_send(s):
+    """Half-closes s and waits for the peer's close, so that the data has arrived."""
+    s.shutdown(socket.SHUT_WR)
+    try:
+        while s.recv(4096):
+            pass
+    except OSError:
+        pass
+
+
 def tcp_send(dest, payload, fastopen=False, timeout=3.0):
     """connect (or sendto MSG_FASTOPEN) and send payload; returns a result dict."""
     fam, host, port = parse_dest(dest)
@@ -83,13 +93,7 @@ def tcp_send(dest, payload, fastopen=False, timeout=3.0):
         else:
             s.connect(sockaddr(fam, host, port))
             s.sendall(payload)
-        s.shutdown(socket.SHUT_WR)
-        # Wait for the peer's close so that the data has arrived.
-        try:
-            while s.recv(4096):
-                pass
-        except OSError:
-            pass
+        finish_send(s)
         r.update(ok=True, errno=None)
     except OSError as e:
         r.update(ok=False, stage="connect", errno=errname(e))

@@ -61,12 +61,7 @@ def one(name, port, marker, family, proto, resolve_only):
             s.connect(sa)
             r["stage"] = "send"
             s.sendall(marker.encode())
-            s.shutdown(socket.SHUT_WR)
-            try:
-                while s.recv(4096):
-                    pass
-            except OSError:
-                pass
+            alclient.finish_send(s)
         else:
             r["stage"] = "sendto"
             s.sendto(marker.encode(), sa)

@@ -296,12 +296,9 @@ struct Daemon {
 		if (cmd == "create")
 			return new_sandbox(j, false);
 		if (cmd == "detach" || cmd == "delete") {
-			auto rec = load_record(paths, name);
-			if (rec && cmd == "delete" && rec->attached)
-				fail("sandbox '{}' is an attached cgroup: let go of it with airlock detach {}", name, name);
-			if (rec && cmd == "detach" && !rec->attached)
-				fail("sandbox '{}' is airlock's own cgroup, not an attached one: end it with airlock {} {}",
-				     name, rec->managed ? "sandbox delete" : "kill", name);
+			// Checked before its supervisor is let go of.
+			if (auto rec = load_record(paths, name))
+				ops::check_removable(*rec, cmd == "detach");
 			bool killed = drop(name);
 			std::string msg;
 			try {

@@ -357,11 +357,11 @@ int run_via_daemon(const Paths& paths, const RunOptions& o, const std::string& n
 	});
 	std::error_code ec;
 	bool by_operator = std::filesystem::exists(paths.kill_marker(name), ec);
+	// Asked only when the daemon cannot say (it is gone) and it could matter.
 	bool latched = false;
-	if (auto rec = load_record(paths, name)) {
-		kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
-		latched = k.latch(rec->slot).violated_ns != 0;
-	}
+	if (killed_by_sigkill(si) && !daemon_connect(paths).valid())
+		if (auto rec = load_record(paths, name))
+			latched = kernel::Kernel::adopt(paths.bpf_dir).latch(rec->slot).violated_ns != 0;
 	auto removed = remove();
 	bool on_violation = removed ? removed->value("killed_on_violation", false) : latched && killed_by_sigkill(si);
 	by_operator = by_operator || (removed && removed->value("gone", false));

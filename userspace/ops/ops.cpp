@@ -214,13 +214,23 @@ SandboxRecord add(const Paths& paths, const NewSandbox& o, std::string* message)
 	return rec;
 }
 
+void check_removable(const SandboxRecord& r, bool detach)
+{
+	if (detach && !r.attached)
+		fail("sandbox '{}' is airlock's own cgroup, not an attached one: end it with airlock {} {}", r.name,
+		     r.managed ? "sandbox delete" : "kill", r.name);
+	if (!detach && r.attached)
+		fail("sandbox '{}' is an attached cgroup: let go of it with airlock detach {}", r.name, r.name);
+	if (!detach && !r.managed && runner_alive(r))
+		fail("sandbox '{}' belongs to airlock run (pid {}): end it with airlock kill {}", r.name, r.runner_pid,
+		     r.name);
+}
+
 std::string detach(const Paths& paths, const std::string& name)
 {
 	FileLock lock(paths.lock_file());
 	SandboxRecord r = record_or_fail(paths, name);
-	if (!r.attached)
-		fail("sandbox '{}' is airlock's own cgroup, not an attached one: end it with airlock {} {}", name,
-		     r.managed ? "sandbox delete" : "kill", name);
+	check_removable(r, true);
 	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
 	destroy_sandbox(k, paths, r);
 	audit_to(r, {{"event", "detached"}, {"cgroup", r.cgroup}});
@@ -231,10 +241,7 @@ std::string remove(const Paths& paths, const std::string& name)
 {
 	FileLock lock(paths.lock_file());
 	SandboxRecord r = record_or_fail(paths, name);
-	if (r.attached)
-		fail("sandbox '{}' is an attached cgroup: let go of it with airlock detach {}", name, name);
-	if (!r.managed && runner_alive(r))
-		fail("sandbox '{}' belongs to airlock run (pid {}): end it with airlock kill {}", name, r.runner_pid, name);
+	check_removable(r, false);
 	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
 	destroy_sandbox(k, paths, r);
 	audit_to(r, {{"event", "sandbox-deleted"}, {"cgroup", r.cgroup}});

@@ -22,6 +22,9 @@ std::string kill(const Paths&, const std::string& name);
 std::string detach(const Paths&, const std::string& name);
 // Removes a sandbox made by `sandbox create` (its processes are killed).
 std::string remove(const Paths&, const std::string& name);
+// Throws unless `detach` (an attached cgroup) or `remove` (airlock's own,
+// not a live runner's) is the way to end this sandbox.
+void check_removable(const SandboxRecord&, bool detach);
 // Swaps the policy atomically; a bad file is audited and thrown.
 std::string reload(const Paths&, const std::string& name, const std::string& file);
 
