@@ -11,6 +11,7 @@
 #include "verdict.bpf.h"
 #include "parse.bpf.h"
 #include "dns.bpf.h"
+#include "unix.bpf.h"
 
 #define AL_AF_INET 2
 #define AL_AF_INET6 10
@@ -116,6 +117,21 @@ int al_sendmsg6(struct bpf_sock_addr *ctx)
 		return al_decide_task(AL_HOOK_SENDMSG6, &dst);
 	}
 	return al_addr6(ctx, AL_HOOK_SENDMSG6);
+}
+
+/* Unix sockets (Linux 6.7+). The sections are the inet ones that libbpf
+ * 1.1 knows; the loader sets the unix attach types, or leaves these out on
+ * a kernel without them. */
+SEC("cgroup/connect4")
+int al_connect_unix(struct bpf_sock_addr *ctx)
+{
+	return al_unix_decide(ctx, AL_HOOK_CONNECT_UNIX);
+}
+
+SEC("cgroup/sendmsg4")
+int al_sendmsg_unix(struct bpf_sock_addr *ctx)
+{
+	return al_unix_decide(ctx, AL_HOOK_SENDMSG_UNIX);
 }
 
 /* The backstop: whatever the syscall claimed, this is where the packet goes.

@@ -75,6 +75,23 @@ struct {
 	__type(value, struct al_dns_policy);
 } al_dns SEC(".maps");
 
+/* Unix socket rules: exact paths, then the longest prefix. Never an LRU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AL_MAX_UNIX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct al_unix_exact_key);
+	__type(value, struct al_unix_rule);
+} al_unix_exact SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, AL_MAX_UNIX_RULES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct al_unix_prefix_key);
+	__type(value, struct al_unix_rule);
+} al_unix_prefix SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, AL_MAX_SANDBOXES);
@@ -160,6 +177,29 @@ struct {
 	__type(key, __u32);
 	__type(value, struct al_keybuf);
 } al_keybuf SEC(".maps");
+
+/* Working memory of the unix hooks (keys and the path walk), taken like
+ * al_keybuf. In a map value, not on the stack, so that the verifier sees
+ * the walk's state as unknown and checks its callback once. */
+struct al_unix_buf {
+	__u32 busy;
+	__u32 plen;        /* path bytes the caller gave */
+	__u32 named;
+	__u32 ended;       /* the path ended (len is set) */
+	__u32 len;
+	__u32 n, c0, c1;   /* the current component: length, first two bytes */
+	__u32 bad;         /* an empty, "." or ".." component */
+	__u32 pad;
+	struct al_unix_exact_key ek;
+	struct al_unix_prefix_key pk;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, AL_SCRATCH_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct al_unix_buf);
+} al_unix_buf SEC(".maps");
 
 /* Updating an array-of-maps slot from user space waits for an RCU grace
  * period, i.e. for every program that might still hold an old policy id:

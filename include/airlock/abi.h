@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 4
+#define AL_ABI_VERSION 5
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -42,6 +42,11 @@
 #define AL_PENDING_PER_SANDBOX 256
 #define AL_NAME_KEY_FIXED_BITS 16  /* the policy id in front of a name */
 
+/* Unix sockets. */
+#define AL_UNIX_PATH_MAX 108       /* sizeof(sun_path) */
+#define AL_MAX_UNIX_RULES 16384    /* unix entries of each kind, all sandboxes and banks */
+#define AL_UNIX_KEY_FIXED_BITS 40  /* policy id and kind in front of a path */
+
 /* Address families as stored in keys and events (not AF_* values). */
 enum al_family {
 	AL_FAMILY_IPV4 = 4,
@@ -68,7 +73,9 @@ enum al_hook {
 	AL_HOOK_SENDMSG6 = 4,
 	AL_HOOK_EGRESS = 5,
 	AL_HOOK_INGRESS = 6,
-	AL_HOOK_MAX = 8,
+	AL_HOOK_CONNECT_UNIX = 7,  /* Linux 6.7+ */
+	AL_HOOK_SENDMSG_UNIX = 8,  /* Linux 6.7+ */
+	AL_HOOK_MAX = 12,
 };
 
 enum al_verdict {
@@ -102,7 +109,10 @@ enum al_reason {
 	AL_REASON_DNS_TABLE = 20,    /* no room to remember the query: its answer could not be matched */
 	AL_REASON_LEARNED = 21,      /* allowed: an address learned from an answer to an allowed name */
 	AL_REASON_DNS_UNSOLICITED = 22, /* ingress: an answer no query of the sandbox asked for */
-	AL_REASON_MAX = 23,
+	AL_REASON_UNIX_PATH = 23,    /* a unix path that cannot be judged by its name: relative, or with //, /./, /../ */
+	AL_REASON_UNIX_SCOPED = 24,  /* allowed: an abstract name no rule names, which Landlock lets reach only the sandbox's own sockets */
+	AL_REASON_BUSY = 25,         /* no working memory free on this CPU: fail closed */
+	AL_REASON_MAX = 26,
 };
 
 enum al_violation_action {
@@ -115,6 +125,9 @@ enum al_sandbox_flag {
 	AL_SB_AUDIT = 1u << 0,       /* mode audit: record, let through */
 	AL_SB_ALLOW_ICMP = 1u << 1,  /* some rule allows ICMP: ping sockets may exist */
 	AL_SB_LOG_ALLOWED = 1u << 2, /* emit events for allowed sock_addr decisions */
+	/* Every process of the sandbox is under Landlock's abstract-unix scope:
+	 * the kernel lets an abstract connect reach only sockets bound inside. */
+	AL_SB_ABSTRACT_SCOPED = 1u << 3,
 };
 
 /* Map "al_config", array of one. */
@@ -247,6 +260,39 @@ struct al_learned {
 	__u32 pad;
 };
 
+/* Unix socket rules. A path is the bytes of sun_path that name it: a named
+ * socket's path up to its NUL ("/run/x.sock"), an abstract name with its
+ * leading NUL and exactly the length the caller gave. */
+enum al_unix_kind {
+	AL_UNIX_NAMED = 1,
+	AL_UNIX_ABSTRACT = 2,
+};
+
+/* Map "al_unix_exact", hash: a rule for exactly this path. */
+struct al_unix_exact_key {
+	__u32 policy_id;
+	__u8 kind;         /* al_unix_kind */
+	__u8 len;          /* bytes of path[] (abstract: without the leading NUL) */
+	__u16 pad;
+	__u8 path[AL_UNIX_PATH_MAX]; /* zero after len */
+};
+
+/* Map "al_unix_prefix", LPM trie: a rule for every path that starts with
+ * path[]. prefixlen counts AL_UNIX_KEY_FIXED_BITS, then the path's bits. */
+struct al_unix_prefix_key {
+	__u32 prefixlen;
+	__u32 policy_id;
+	__u8 kind;
+	__u8 path[AL_UNIX_PATH_MAX];
+	__u8 pad[3];
+};
+
+struct al_unix_rule {
+	__u16 rule;        /* index of the policy rule */
+	__u8 action;       /* al_action */
+	__u8 pad;
+};
+
 /* Map "al_latch", array indexed by slot. Nonzero: quarantined since then. */
 struct al_latch {
 	__u64 violated_ns; /* bpf_ktime_get_ns() of the violation that set it */
@@ -275,6 +321,7 @@ enum al_event_kind {
 	AL_EVENT_DECISION = 1,
 	AL_EVENT_DNS_QUERY = 2,  /* al_dns_event: a decision on a DNS query */
 	AL_EVENT_DNS_ANSWER = 3, /* al_dns_event: an address from an answer (base.addr) */
+	AL_EVENT_UNIX = 4,       /* al_unix_event: a decision on a unix socket address */
 };
 
 /* Record in a sandbox's ring buffer (map "al_rings", slot -> ring). */
@@ -313,6 +360,17 @@ struct al_dns_event {
 	__u8 name[256];
 };
 
+/* A decision on a unix connect or datagram: the decision record (family
+ * 0, no address), then the path as the kernel would resolve it. */
+struct al_unix_event {
+	struct al_event base;
+	__u8 kind;          /* al_unix_kind, 0 when the address was not a unix one */
+	__u8 len;           /* bytes of path[] */
+	__u8 pad[6];
+	__u8 path[AL_UNIX_PATH_MAX];
+	__u8 pad2[4];
+};
+
 #ifdef __cplusplus
 #define AL_STATIC_ASSERT static_assert
 #else
@@ -339,5 +397,9 @@ AL_STATIC_ASSERT(sizeof(struct al_pending) == 280, "al_pending layout");
 AL_STATIC_ASSERT(sizeof(struct al_learned_key) == 20, "al_learned_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_learned) == 280, "al_learned layout");
 AL_STATIC_ASSERT(sizeof(struct al_dns_event) == 80 + 16 + 256, "al_dns_event layout");
+AL_STATIC_ASSERT(sizeof(struct al_unix_exact_key) == 8 + AL_UNIX_PATH_MAX, "al_unix_exact_key layout");
+AL_STATIC_ASSERT(sizeof(struct al_unix_prefix_key) == 12 + AL_UNIX_PATH_MAX, "al_unix_prefix_key layout");
+AL_STATIC_ASSERT(sizeof(struct al_unix_rule) == 4, "al_unix_rule layout");
+AL_STATIC_ASSERT(sizeof(struct al_unix_event) == 80 + 8 + AL_UNIX_PATH_MAX + 4, "al_unix_event layout");
 
 #endif /* AIRLOCK_ABI_H */

@@ -74,6 +74,9 @@ int cmd_status(const Paths& paths, bool as_json)
 			   fmt::format("{} B", s["counters"]["egress_bytes"].get<uint64_t>()),
 			   s["dns"]["queries_denied"].get<uint64_t>(), s["dns"]["learned_addresses"].get<uint64_t>(),
 			   s["cgroup"].get<std::string>());
+		if (s.contains("unix") && s["unix"].value("hooks", "") != "kernel")
+			fmt::print("  {}: unix sockets not decided (no cgroup unix hooks in this kernel)\n",
+				   s["name"].get<std::string>());
 	}
 	return kExitOk;
 }

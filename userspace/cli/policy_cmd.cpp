@@ -84,6 +84,14 @@ int cmd_policy_show(const std::string& file)
 			   (e.value.flags & AL_RS_QUERY) ? "" : " (queries denied)");
 		print_ranges(e.value);
 	}
+	fmt::print("unix entries ({}), an exact path, else the longest prefix; none: deny{}:\n",
+		   c.compiled->unix_rules.size(),
+		   allows_outside_abstract(p) ? "" : " (abstract names: the sandbox's own, where Landlock scopes them)");
+	for (const auto& e : c.compiled->unix_rules) {
+		const Rule& r = p.rules[e.value.rule];
+		fmt::print("  {} {} (rule {})\n", e.value.action == AL_ACTION_ALLOW ? "allow" : "deny",
+			   format_unix(*r.unix_target), e.value.rule);
+	}
 	const DnsPolicy& d = p.dns;
 	std::string resolvers;
 	for (const auto& a : d.resolvers)

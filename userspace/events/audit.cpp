@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <utility>
 
@@ -29,6 +30,8 @@ const char* hook_name(unsigned hook)
 	case AL_HOOK_SENDMSG6: return "sendmsg6";
 	case AL_HOOK_EGRESS: return "egress";
 	case AL_HOOK_INGRESS: return "ingress";
+	case AL_HOOK_CONNECT_UNIX: return "connect_unix";
+	case AL_HOOK_SENDMSG_UNIX: return "sendmsg_unix";
 	}
 	return "unknown";
 }
@@ -69,6 +72,9 @@ const char* reason_name(unsigned reason)
 	case AL_REASON_DNS_TABLE: return "dns-table";
 	case AL_REASON_LEARNED: return "learned";
 	case AL_REASON_DNS_UNSOLICITED: return "dns-unsolicited";
+	case AL_REASON_UNIX_PATH: return "unix-path";
+	case AL_REASON_UNIX_SCOPED: return "unix-scoped";
+	case AL_REASON_BUSY: return "busy";
 	}
 	return "unknown";
 }
@@ -136,6 +142,41 @@ std::string decision_line(const al_event& e)
 	return fmt::format("{} {} {} {} ({}{}) pid {} {}{}", verdict_name(e.verdict), hook_name(e.hook),
 			   protocol_name(e.protocol), where, reason_name(e.reason), rule, e.tgid, comm_of(e),
 			   e.latched ? " [quarantine latched]" : "");
+}
+
+std::string unix_address(const al_unix_event& e)
+{
+	size_t n = std::min<size_t>(e.len, sizeof(e.path));
+	std::string out = e.kind == AL_UNIX_ABSTRACT ? "@" : "";
+	// Bytes as they are where printable; the rest, and the escape itself,
+	// as \xNN: an abstract name may hold any byte.
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = e.path[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\')
+			out += static_cast<char>(c);
+		else
+			out += fmt::format("\\x{:02x}", c);
+	}
+	return out;
+}
+
+json unix_json(const al_unix_event& e)
+{
+	json j = decision_json(e.base);
+	j["family"] = "unix";
+	j["protocol"] = nullptr;
+	j["port"] = nullptr;
+	j["dst"] = e.kind ? json(unix_address(e)) : json(nullptr);
+	j["unix"] = e.kind == AL_UNIX_ABSTRACT ? "abstract" : e.kind == AL_UNIX_NAMED ? "named" : "unreadable";
+	return j;
+}
+
+std::string unix_line(const al_unix_event& e)
+{
+	std::string rule = e.base.rule == AL_RULE_NONE ? "" : fmt::format(" rule {}", e.base.rule);
+	return fmt::format("{} {} unix {} ({}{}) pid {} {}{}", verdict_name(e.base.verdict), hook_name(e.base.hook),
+			   e.kind ? unix_address(e) : "-", reason_name(e.base.reason), rule, e.base.tgid, comm_of(e.base),
+			   e.base.latched ? " [quarantine latched]" : "");
 }
 
 std::optional<std::string> dns_qname(const al_dns_event& e)

@@ -29,6 +29,12 @@ std::string dns_line(const al_dns_event& e);
 // nullopt when the name was not parsed.
 std::optional<std::string> dns_qname(const al_dns_event& e);
 
+// A unix socket decision: event "decision" with family "unix", dst the path
+// or "@abstract" name (unprintable bytes as \xNN), and "unix": its kind.
+nlohmann::json unix_json(const al_unix_event& e);
+std::string unix_line(const al_unix_event& e);
+std::string unix_address(const al_unix_event& e);
+
 // Appends one JSON object per line with a single write(2), so lines from
 // several writers (the runner, `airlock reload`) never interleave.
 class AuditLog {

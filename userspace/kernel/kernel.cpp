@@ -1,6 +1,7 @@
 #include "kernel/kernel.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -29,6 +30,9 @@ const std::array<ProgSpec, ProgCount> kProgs = {{
 	{"al_sendmsg6", BPF_CGROUP_UDP6_SENDMSG},
 	{"al_egress", BPF_CGROUP_INET_EGRESS},
 	{"al_ingress", BPF_CGROUP_INET_INGRESS},
+	// Values of Linux 6.7's uapi, newer than the headers this builds with.
+	{"al_connect_unix", static_cast<bpf_attach_type>(49)},  // BPF_CGROUP_UNIX_CONNECT
+	{"al_sendmsg_unix", static_cast<bpf_attach_type>(50)},  // BPF_CGROUP_UNIX_SENDMSG
 }};
 
 namespace {
@@ -44,7 +48,8 @@ const MapPin kMapPins[] = {
 	{"al_rcu_sync", &Maps::rcu_sync},   {"al_rcu_inner", &Maps::rcu_inner},
 	{"al_names", &Maps::names},         {"al_dns", &Maps::dns},
 	{"al_dns_state", &Maps::dns_state}, {"al_pending", &Maps::pending},
-	{"al_learned", &Maps::learned},
+	{"al_learned", &Maps::learned},       {"al_unix_exact", &Maps::unix_exact},
+	{"al_unix_prefix", &Maps::unix_prefix},
 };
 
 bool on_bpffs(const std::string& path)
@@ -107,8 +112,12 @@ Kernel Kernel::open_pins(const std::string& bpf_dir)
 	k.adopted_ = true;
 	for (const auto& m : kMapPins)
 		k.maps_.*(m.field) = obj_get(maps_dir(bpf_dir) + "/" + m.name);
-	for (int i = 0; i < ProgCount; i++)
-		k.progs_[i] = obj_get(progs_dir(bpf_dir) + "/" + kProgs[i].name);
+	for (int i = 0; i < ProgCount; i++) {
+		std::string pin = progs_dir(bpf_dir) + "/" + kProgs[i].name;
+		if (prog_optional(i) && !std::filesystem::exists(pin))
+			continue;  // loaded on a kernel without this hook
+		k.progs_[i] = obj_get(pin);
+	}
 	al_config cfg = k.config();
 	if (cfg.abi_version != AL_ABI_VERSION)
 		fail("programs pinned under {} speak ABI {}, this airlock speaks {}: remove the sandboxes and the pins first",
@@ -186,7 +195,8 @@ void Kernel::pin_all()
 	for (const auto& m : kMapPins)
 		obj_pin((maps_.*(m.field)).get(), maps_dir(bpf_dir_) + "/" + m.name);
 	for (int i = 0; i < ProgCount; i++)
-		obj_pin(progs_[i].get(), progs_dir(bpf_dir_) + "/" + kProgs[i].name);
+		if (progs_[i].valid())
+			obj_pin(progs_[i].get(), progs_dir(bpf_dir_) + "/" + kProgs[i].name);
 }
 
 uint32_t Kernel::prog_id(Prog p) const
@@ -238,12 +248,19 @@ void Kernel::set_level_mask(uint32_t mask)
 
 void Kernel::install_rules(const CompiledPolicy& c, uint32_t policy_id)
 {
-	size_t done_prefixes = 0, done_names = 0;
+	size_t done_prefixes = 0, done_names = 0, done_unix = 0;
 	auto undo = [&]() {
 		for (size_t j = 0; j < done_prefixes; j++)
 			bpf_map_delete_elem(maps_.rules.get(), &c.prefixes[j].key);
 		for (size_t j = 0; j < done_names; j++)
 			bpf_map_delete_elem(maps_.names.get(), &c.names[j].key);
+		for (size_t j = 0; j < done_unix; j++) {
+			const auto& u = c.unix_rules[j];
+			if (u.prefix)
+				bpf_map_delete_elem(maps_.unix_prefix.get(), &u.prefix_key);
+			else
+				bpf_map_delete_elem(maps_.unix_exact.get(), &u.exact_key);
+		}
 	};
 	for (; done_prefixes < c.prefixes.size(); done_prefixes++) {
 		const auto& e = c.prefixes[done_prefixes];
@@ -262,6 +279,18 @@ void Kernel::install_rules(const CompiledPolicy& c, uint32_t policy_id)
 			undo();
 			fail_errno(fmt::format("insert name entry {} of {} (al_names holds {})", done_names + 1,
 					       c.names.size(), AL_MAX_NAMES),
+				   err);
+		}
+	}
+	for (; done_unix < c.unix_rules.size(); done_unix++) {
+		const auto& u = c.unix_rules[done_unix];
+		int r = u.prefix ? bpf_map_update_elem(maps_.unix_prefix.get(), &u.prefix_key, &u.value, BPF_ANY)
+				 : bpf_map_update_elem(maps_.unix_exact.get(), &u.exact_key, &u.value, BPF_ANY);
+		if (r != 0) {
+			int err = errno;
+			undo();
+			fail_errno(fmt::format("insert unix entry {} of {} (al_unix_{} holds {})", done_unix + 1,
+					       c.unix_rules.size(), u.prefix ? "prefix" : "exact", AL_MAX_UNIX_RULES),
 				   err);
 		}
 	}
@@ -311,6 +340,14 @@ void Kernel::delete_rules(uint32_t policy_id)
 	for_each_key<al_name_key>(maps_.names.get(), [&](const al_name_key& k) {
 		if (k.policy_id == policy_id)
 			bpf_map_delete_elem(maps_.names.get(), &k);
+	});
+	for_each_key<al_unix_exact_key>(maps_.unix_exact.get(), [&](const al_unix_exact_key& k) {
+		if (k.policy_id == policy_id)
+			bpf_map_delete_elem(maps_.unix_exact.get(), &k);
+	});
+	for_each_key<al_unix_prefix_key>(maps_.unix_prefix.get(), [&](const al_unix_prefix_key& k) {
+		if (k.policy_id == policy_id)
+			bpf_map_delete_elem(maps_.unix_prefix.get(), &k);
 	});
 	bpf_map_delete_elem(maps_.dns.get(), &policy_id);
 }
@@ -456,8 +493,31 @@ size_t Kernel::sweep_learned(uint32_t slot, uint64_t before_ns)
 	return n;
 }
 
+bool kernel_has_unix_hooks()
+{
+	static const bool has = [] {
+		btf* vmlinux = btf__load_vmlinux_btf();
+		if (!vmlinux)
+			return false;
+		bool found = false;
+		int id = btf__find_by_name_kind(vmlinux, "bpf_attach_type", BTF_KIND_ENUM);
+		if (id > 0) {
+			const btf_type* t = btf__type_by_id(vmlinux, id);
+			const struct btf_enum* e = btf_enum(t);
+			for (int i = 0; i < btf_vlen(t); i++)
+				if (std::string_view(btf__name_by_offset(vmlinux, e[i].name_off)) == "BPF_CGROUP_UNIX_CONNECT")
+					found = e[i].val == kProgs[ConnectUnix].attach;
+		}
+		btf__free(vmlinux);
+		return found;
+	}();
+	return has;
+}
+
 void Kernel::attach_and_pin(Prog p, int cgroup_fd, const std::string& pin_path)
 {
+	if (!progs_[p].valid())
+		return;  // a hook this kernel lacks
 	int link = bpf_link_create(progs_[p].get(), cgroup_fd, kProgs[p].attach, nullptr);
 	if (link < 0)
 		fail_errno(std::string("attach ") + kProgs[p].name, -link);

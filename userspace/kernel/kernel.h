@@ -17,7 +17,13 @@
 
 namespace airlock::kernel {
 
-enum Prog { SockCreate, Connect4, Connect6, Sendmsg4, Sendmsg6, Egress, Ingress, ProgCount };
+enum Prog { SockCreate, Connect4, Connect6, Sendmsg4, Sendmsg6, Egress, Ingress, ConnectUnix, SendmsgUnix, ProgCount };
+
+// Programs this kernel may lack: loaded, pinned and attached where it has them.
+inline bool prog_optional(int p) { return p == ConnectUnix || p == SendmsgUnix; }
+
+// Does the running kernel have the cgroup unix-socket hooks (Linux 6.7+)?
+bool kernel_has_unix_hooks();
 
 struct ProgSpec {
 	const char* name;       // pin name and BPF function name
@@ -29,6 +35,7 @@ extern const std::array<ProgSpec, ProgCount> kProgs;
 struct Maps {
 	Fd config, sandboxes, rules, latch, counters, rings, rcu_sync, rcu_inner;
 	Fd names, dns, dns_state, pending, learned;
+	Fd unix_exact, unix_prefix;
 };
 
 class Kernel {
@@ -44,6 +51,7 @@ public:
 	bool adopted() const { return adopted_; }
 	const std::string& bpf_dir() const { return bpf_dir_; }
 	int prog_fd(Prog p) const { return progs_[p].get(); }
+	bool has_prog(Prog p) const { return progs_[p].valid(); }
 	uint32_t prog_id(Prog p) const;
 
 	// Sandboxes.

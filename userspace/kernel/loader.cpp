@@ -21,6 +21,15 @@ struct Loader {
 		skel->rodata->al_skb_task_info =
 			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB, BPF_FUNC_get_current_pid_tgid, nullptr) == 1 &&
 			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB, BPF_FUNC_get_current_comm, nullptr) == 1;
+		// The unix hooks: their attach types where the kernel has them,
+		// otherwise not loaded at all.
+		for (auto [prog, p] : {std::pair{skel->progs.al_connect_unix, ConnectUnix},
+				       std::pair{skel->progs.al_sendmsg_unix, SendmsgUnix}}) {
+			if (kernel_has_unix_hooks())
+				bpf_program__set_expected_attach_type(prog, kProgs[p].attach);
+			else
+				bpf_program__set_autoload(prog, false);
+		}
 		int err = airlock_bpf__load(skel);
 		if (err) {
 			airlock_bpf__destroy(skel);
@@ -47,6 +56,8 @@ struct Loader {
 		k.maps_.dns_state = dup(bpf_map__fd(skel->maps.al_dns_state));
 		k.maps_.pending = dup(bpf_map__fd(skel->maps.al_pending));
 		k.maps_.learned = dup(bpf_map__fd(skel->maps.al_learned));
+		k.maps_.unix_exact = dup(bpf_map__fd(skel->maps.al_unix_exact));
+		k.maps_.unix_prefix = dup(bpf_map__fd(skel->maps.al_unix_prefix));
 		k.progs_[SockCreate] = dup(bpf_program__fd(skel->progs.al_sock_create));
 		k.progs_[Connect4] = dup(bpf_program__fd(skel->progs.al_connect4));
 		k.progs_[Connect6] = dup(bpf_program__fd(skel->progs.al_connect6));
@@ -54,6 +65,10 @@ struct Loader {
 		k.progs_[Sendmsg6] = dup(bpf_program__fd(skel->progs.al_sendmsg6));
 		k.progs_[Egress] = dup(bpf_program__fd(skel->progs.al_egress));
 		k.progs_[Ingress] = dup(bpf_program__fd(skel->progs.al_ingress));
+		if (kernel_has_unix_hooks()) {
+			k.progs_[ConnectUnix] = dup(bpf_program__fd(skel->progs.al_connect_unix));
+			k.progs_[SendmsgUnix] = dup(bpf_program__fd(skel->progs.al_sendmsg_unix));
+		}
 		airlock_bpf__destroy(skel);
 		return k;
 	}

@@ -85,6 +85,12 @@ std::string default_name(const std::string& cgroup_path)
 
 }  // namespace
 
+json unix_coverage(const kernel::Kernel& k, const SandboxRecord& r)
+{
+	return {{"hooks", k.has_prog(kernel::ConnectUnix) ? "kernel" : "unavailable"},
+		{"abstract", r.abstract_scoped ? "landlock-scoped" : "rules-only"}};
+}
+
 json status(const Paths& paths)
 {
 	auto records = load_records(paths);
@@ -116,7 +122,8 @@ json status(const Paths& paths)
 			  {"populated", ev && ev->populated},
 			  {"created", r.created},
 			  {"counters", counters_json(counters)},
-			  {"dns", dns_json_of(counters, learned.size(), live)}};
+			  {"dns", dns_json_of(counters, learned.size(), live)},
+			  {"unix", unix_coverage(*k, r)}};
 		out["sandboxes"].push_back(s);
 	}
 	// Decisions of programs that found no sandbox entry (fail-closed denials).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -178,6 +180,101 @@ void compile_dns(const Policy& p, CompiledPolicy& c, std::vector<PolicyError>& e
 
 }  // namespace
 
+namespace {
+
+// One entry per distinct target: the first rule in precedence order (deny
+// before allow, then the lower index) decides it.
+void compile_unix(const Policy& p, uint32_t policy_id, CompiledPolicy& c, std::vector<PolicyError>& errors)
+{
+	std::map<std::tuple<bool, bool, std::string>, const Rule*> by_target;
+	std::vector<std::tuple<bool, bool, std::string>> order;
+	for (const auto& r : p.rules) {
+		if (!r.unix_target)
+			continue;
+		auto key = std::make_tuple(r.unix_target->abstract, r.unix_target->prefix, r.unix_target->bytes);
+		auto [it, fresh] = by_target.try_emplace(key, &r);
+		if (fresh)
+			order.push_back(key);
+		else if (r.action == Action::Deny && it->second->action == Action::Allow)
+			it->second = &r;
+	}
+	for (const auto& key : order) {
+		const Rule* r = by_target[key];
+		const UnixTarget& u = *r->unix_target;
+		CompiledUnix e;
+		e.prefix = u.prefix;
+		e.value.rule = static_cast<uint16_t>(r->index);
+		e.value.action = r->action == Action::Allow ? AL_ACTION_ALLOW : AL_ACTION_DENY;
+		uint8_t kind = u.abstract ? AL_UNIX_ABSTRACT : AL_UNIX_NAMED;
+		if (u.prefix) {
+			e.prefix_key.prefixlen = AL_UNIX_KEY_FIXED_BITS + 8 * static_cast<uint32_t>(u.bytes.size());
+			e.prefix_key.policy_id = policy_id;
+			e.prefix_key.kind = kind;
+			std::copy(u.bytes.begin(), u.bytes.end(), e.prefix_key.path);
+		} else {
+			e.exact_key.policy_id = policy_id;
+			e.exact_key.kind = kind;
+			e.exact_key.len = static_cast<uint8_t>(u.bytes.size());
+			std::copy(u.bytes.begin(), u.bytes.end(), e.exact_key.path);
+		}
+		c.unix_rules.push_back(e);
+	}
+	if (c.unix_rules.size() > AL_MAX_UNIX_RULES / 4)
+		errors.push_back({p.source, "rules",
+				  fmt::format("{} distinct unix targets; one sandbox may use at most {}", c.unix_rules.size(),
+					      AL_MAX_UNIX_RULES / 4)});
+}
+
+}  // namespace
+
+std::optional<KernelDecision> kernel_unix_lookup(const CompiledPolicy& c, bool abstract, const std::string& bytes)
+{
+	uint8_t kind = abstract ? AL_UNIX_ABSTRACT : AL_UNIX_NAMED;
+	const CompiledUnix* best = nullptr;
+	uint32_t best_len = 0;
+	for (const auto& e : c.unix_rules) {
+		if (!e.prefix) {
+			if (e.exact_key.kind == kind && e.exact_key.len == bytes.size() &&
+			    std::equal(bytes.begin(), bytes.end(), e.exact_key.path))
+				return KernelDecision{e.value.action == AL_ACTION_ALLOW, e.value.rule};
+			continue;
+		}
+		uint32_t len = (e.prefix_key.prefixlen - AL_UNIX_KEY_FIXED_BITS) / 8;
+		if (e.prefix_key.kind == kind && len <= bytes.size() &&
+		    std::equal(bytes.begin(), bytes.begin() + len, e.prefix_key.path) && (!best || len > best_len)) {
+			best = &e;
+			best_len = len;
+		}
+	}
+	if (!best)
+		return std::nullopt;
+	return KernelDecision{best->value.action == AL_ACTION_ALLOW, best->value.rule};
+}
+
+std::optional<KernelDecision> reference_unix_decision(const Policy& p, bool abstract, const std::string& bytes)
+{
+	const Rule* best = nullptr;
+	auto rank = [](const Rule& r) {
+		// Exact beats any prefix; a longer prefix beats a shorter one.
+		return r.unix_target->prefix ? static_cast<long>(r.unix_target->bytes.size()) : 1000L;
+	};
+	for (const auto& r : p.rules) {
+		if (!r.unix_target || r.unix_target->abstract != abstract)
+			continue;
+		const auto& t = r.unix_target->bytes;
+		bool match = r.unix_target->prefix ? bytes.compare(0, t.size(), t) == 0 && bytes.size() >= t.size()
+						     : bytes == t;
+		if (!match)
+			continue;
+		if (!best || rank(r) > rank(*best) ||
+		    (rank(r) == rank(*best) && r.action == Action::Deny && best->action == Action::Allow))
+			best = &r;
+	}
+	if (!best)
+		return std::nullopt;
+	return KernelDecision{best->action == Action::Allow, static_cast<uint16_t>(best->index)};
+}
+
 CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 {
 	CompileResult res;
@@ -245,6 +342,7 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 				      fmt::format("{} distinct prefixes; one sandbox may use at most {}", c.prefixes.size(),
 						  AL_MAX_PREFIXES / 4)});
 	compile_names(p, policy_id, c, res.errors);
+	compile_unix(p, policy_id, c, res.errors);
 	compile_dns(p, c, res.errors);
 	if (res.errors.empty())
 		res.compiled = std::move(c);

@@ -22,9 +22,18 @@ struct CompiledName {
 	al_rule_set value;
 };
 
+// A unix rule: an exact path (al_unix_exact) or a prefix (al_unix_prefix).
+struct CompiledUnix {
+	bool prefix = false;
+	al_unix_exact_key exact_key{};
+	al_unix_prefix_key prefix_key{};
+	al_unix_rule value{};
+};
+
 struct CompiledPolicy {
 	std::vector<CompiledPrefix> prefixes;
 	std::vector<CompiledName> names;  // domain rules, one entry per distinct name and kind
+	std::vector<CompiledUnix> unix_rules;  // one entry per distinct target
 	al_dns_policy dns{};              // the "dns" block, keyed by the policy id
 	uint32_t sandbox_flags = 0;  // al_sandbox_flag (AL_SB_LOG_ALLOWED is the runner's)
 	uint8_t on_violation = AL_ON_VIOLATION_DENY;
@@ -56,6 +65,14 @@ const al_rule_set* kernel_name_lookup(const CompiledPolicy& c, const std::string
 // (an exact name, then the longest wildcard) that matches the name, the
 // port and the protocol; at equal specificity deny, then the lower index.
 KernelDecision reference_name_decision(const Policy& p, const std::string& name, uint16_t port, uint8_t proto_bit);
+
+// What the kernel decides for a unix address (a model of al_unix_rules in
+// bpf/unix.bpf.h): the rule's index and action, or nullopt (no rule).
+std::optional<KernelDecision> kernel_unix_lookup(const CompiledPolicy& c, bool abstract, const std::string& bytes);
+
+// The definition for unix addresses, rule by rule: an exact rule, else the
+// longest matching prefix; at equal specificity deny, then the lower index.
+std::optional<KernelDecision> reference_unix_decision(const Policy& p, bool abstract, const std::string& bytes);
 
 // The definition, rule by rule: among matching rules the longest prefix
 // wins, deny beats allow at equal length, then the lower index.

@@ -302,11 +302,61 @@ public:
 		return std::nullopt;
 	}
 
+	// "/run/x.sock", "/run/agent/*", "@name", "@prefix*". A named path
+	// must name one file by its characters alone, as the kernel compares it.
+	std::optional<UnixTarget> unix_target(const json& v, const std::string& path)
+	{
+		if (!expect(v, path, v.is_string(), "a string"))
+			return std::nullopt;
+		std::string s = v.get<std::string>();
+		auto bad = [&](const std::string& why) {
+			error(path, fmt::format("'{}' is not a unix socket address: {}", printable(s), why));
+			return std::nullopt;
+		};
+		UnixTarget u;
+		if (s.empty() || (s[0] != '/' && s[0] != '@'))
+			return bad("it starts with '/' (a path) or '@' (an abstract name)");
+		u.abstract = s[0] == '@';
+		std::string body = u.abstract ? s.substr(1) : s;
+		if (!body.empty() && body.back() == '*') {
+			u.prefix = true;
+			body.pop_back();
+		}
+		if (!u.abstract && body.find('*') != std::string::npos)
+			return bad("'*' may only end it (a prefix)");
+		size_t max = u.abstract ? AL_UNIX_PATH_MAX - 1 : AL_UNIX_PATH_MAX;
+		if (body.size() > max)
+			return bad(fmt::format("longer than {} bytes", max));
+		if (u.abstract && !u.prefix && body.empty())
+			return bad("an abstract name has at least one byte ('@*' means every abstract name)");
+		if (!u.abstract) {
+			if (body.find('\0') != std::string::npos)
+				return bad("a path has no NUL byte");
+			// Components as the kernel walks them: no empty, "." or ".."
+			// one, so that no other spelling reaches another file. A
+			// prefix may end in '/', an exact path may not.
+			std::string walk = u.prefix && body.back() == '/' ? body.substr(0, body.size() - 1) : body;
+			size_t start = 1;
+			for (size_t i = 1; i <= walk.size(); i++) {
+				if (i < walk.size() && walk[i] != '/')
+					continue;
+				std::string comp = walk.substr(start, i - start);
+				if ((comp.empty() && !(walk.size() == 0 && u.prefix)) || comp == "." || comp == "..")
+					return bad("it has an empty, '.' or '..' component (write the path as it is)");
+				start = i + 1;
+			}
+		} else if (u.prefix && body.find('\0') != std::string::npos) {
+			return bad("a prefix has no NUL byte");
+		}
+		u.bytes = body;
+		return u;
+	}
+
 	std::optional<Rule> rule(const json& v, const std::string& path, size_t index)
 	{
 		if (!expect(v, path, v.is_object(), "an object"))
 			return std::nullopt;
-		unknown_keys(v, path, {"action", "cidr", "domain", "ports", "protocol", "comment"});
+		unknown_keys(v, path, {"action", "cidr", "domain", "unix", "ports", "protocol", "comment"});
 		size_t before = errors_.size();
 		Rule r;
 		r.index = index;
@@ -323,13 +373,22 @@ public:
 			else
 				error(join(path, "action"), fmt::format("'{}' is not one of allow, deny", printable(s)));
 		}
-		bool has_cidr = v.contains("cidr"), has_domain = v.contains("domain");
-		if (has_cidr == has_domain)
-			error(path, "needs exactly one of 'cidr' or 'domain'");
-		else if (has_cidr)
+		int targets = v.contains("cidr") + v.contains("domain") + v.contains("unix");
+		if (targets != 1)
+			error(path, "needs exactly one of 'cidr', 'domain' or 'unix'");
+		else if (v.contains("cidr"))
 			r.cidr = cidr(v["cidr"], join(path, "cidr"));
-		else
+		else if (v.contains("domain"))
 			domain(v["domain"], join(path, "domain"), r);
+		else
+			r.unix_target = unix_target(v["unix"], join(path, "unix"));
+		if (v.contains("unix")) {
+			for (const char* k : {"ports", "protocol"})
+				if (v.contains(k))
+					error(join(path, k), "does not apply to a unix rule");
+			if (errors_.size() != before)
+				return std::nullopt;
+		}
 
 		r.proto_mask = AL_PROTO_TCP | AL_PROTO_UDP;
 		if (v.contains("protocol")) {
@@ -584,6 +643,19 @@ ParseResult parse_policy_file(const std::string& path)
 	return parse_policy_text(ss.str(), path);
 }
 
+bool allows_outside_abstract(const Policy& p)
+{
+	for (const auto& r : p.rules)
+		if (r.action == Action::Allow && r.unix_target && r.unix_target->abstract)
+			return true;
+	return false;
+}
+
+std::string format_unix(const UnixTarget& u)
+{
+	return (u.abstract ? "@" : "") + u.bytes + (u.prefix ? "*" : "");
+}
+
 std::string describe(const Rule& r)
 {
 	std::string s = to_string(r.action);
@@ -591,6 +663,8 @@ std::string describe(const Rule& r)
 		s += " " + format_cidr(*r.cidr);
 	else if (r.domain)
 		s += std::string(" ") + (r.wildcard ? "*." : "") + *r.domain;
+	else if (r.unix_target)
+		return s + " unix " + printable(format_unix(*r.unix_target));
 	if (!r.ports.empty()) {
 		s += " ports ";
 		for (size_t i = 0; i < r.ports.size(); i++) {

@@ -22,12 +22,23 @@ struct PortRange {
 	bool operator==(const PortRange&) const = default;
 };
 
+// A unix socket destination: a named path ("/run/x.sock") or an abstract
+// name ("@name" in policy files; bytes here without the '@'), exactly or as
+// a prefix (written with a trailing '*').
+struct UnixTarget {
+	bool abstract = false;
+	bool prefix = false;
+	std::string bytes;
+	bool operator==(const UnixTarget&) const = default;
+};
+
 struct Rule {
 	size_t index = 0;
 	Action action = Action::Deny;
 	std::optional<Cidr> cidr;
 	std::optional<std::string> domain;  // lowercased, without "*." and trailing dot
 	bool wildcard = false;              // "*.domain": names below it, not itself
+	std::optional<UnixTarget> unix_target;
 	std::vector<PortRange> ports;       // empty: every port
 	uint8_t proto_mask = 0;             // al_proto_bit
 	std::string comment;
@@ -75,6 +86,13 @@ std::optional<nlohmann::json> parse_json_checked(std::string_view text, const st
 // "a string", "an integer", "an object", ... for "expected X, got Y".
 std::string json_type_name(const nlohmann::json& v);
 ParseResult parse_policy_file(const std::string& path);
+
+// Some allow rule names an abstract unix socket (so the processes of the
+// sandbox may reach abstract sockets bound outside it).
+bool allows_outside_abstract(const Policy& p);
+
+// A unix target as a policy file writes it: "/run/x.sock", "@name*".
+std::string format_unix(const UnixTarget& u);
 
 // "allow 10.20.0.0/16 ports 5432,8000-8100 tcp": for logs and `policy show`.
 std::string describe(const Rule& r);

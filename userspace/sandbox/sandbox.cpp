@@ -8,9 +8,11 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "policy/compile.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/landlock.h"
 #include "util/files.h"
 
 namespace airlock {
@@ -36,12 +38,13 @@ CompiledPolicy compile_or_throw(const Policy& p, uint32_t policy_id)
 	return *res.compiled;
 }
 
-al_sandbox entry_for(uint32_t slot, uint32_t policy_id, const CompiledPolicy& c, bool log_allowed)
+al_sandbox entry_for(uint32_t slot, uint32_t policy_id, const CompiledPolicy& c, const SandboxRecord& r)
 {
 	al_sandbox sb{};
 	sb.slot = slot;
 	sb.policy_id = policy_id;
-	sb.flags = c.sandbox_flags | (log_allowed ? AL_SB_LOG_ALLOWED : 0);
+	sb.flags = c.sandbox_flags | (r.log_allowed ? AL_SB_LOG_ALLOWED : 0) |
+		   (r.abstract_scoped ? AL_SB_ABSTRACT_SCOPED : 0);
 	sb.on_violation = c.on_violation;
 	return sb;
 }
@@ -122,6 +125,10 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 	r.created = now_rfc3339();
 	r.attached = attached;
 	r.managed = o.managed;
+	// Processes airlock starts are scoped where the kernel can, unless the
+	// policy names an abstract socket outside; an attached cgroup's are not
+	// airlock's to scope.
+	r.abstract_scoped = !attached && landlock_abi() >= kLandlockAbiScope && !allows_outside_abstract(o.policy);
 
 	if (!attached)
 		cgroup::create(cg);
@@ -139,7 +146,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 		k.create_ring(slot);
 		k.create_dns_tables(slot);
 		k.install_rules(compiled, policy_id_of(slot, 0));
-		k.put_sandbox(r.cgroup_id, entry_for(slot, policy_id_of(slot, 0), compiled, o.log_allowed));
+		k.put_sandbox(r.cgroup_id, entry_for(slot, policy_id_of(slot, 0), compiled, r));
 		k.set_level_mask(k.config().level_mask | (1u << r.level));
 
 		std::string links = kernel::links_dir(paths.bpf_dir, o.name);
@@ -152,6 +159,10 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 			k.attach_and_pin(static_cast<kernel::Prog>(p), cgfd.get(),
 					 links + "/" + kernel::kProgs[p].name);
 		copy_policy(paths, o.name, 0, o.policy_file);
+		if (!k.has_prog(kernel::ConnectUnix))
+			spdlog::warn("{}: this kernel has no cgroup unix-socket hooks (Linux 6.7+): connects and datagrams "
+				     "to unix sockets outside the sandbox are not decided (docs/security.md)",
+				     o.name);
 	} catch (...) {
 		try {
 			destroy_sandbox(k, paths, r);
@@ -175,7 +186,7 @@ void reload_sandbox(kernel::Kernel& k, const Paths& paths, SandboxRecord& r, con
 		fail("sandbox '{}' has no kernel entry (cgroup {})", r.name, r.cgroup_id);
 	k.delete_rules(new_id);
 	k.install_rules(compiled, new_id);
-	k.put_sandbox(r.cgroup_id, entry_for(r.slot, new_id, compiled, r.log_allowed));
+	k.put_sandbox(r.cgroup_id, entry_for(r.slot, new_id, compiled, r));
 	k.wait_for_readers();
 	k.delete_rules(old_id);
 

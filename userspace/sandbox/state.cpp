@@ -27,7 +27,7 @@ json to_json(const SandboxRecord& r)
 		    {"policy_file", r.policy_file}, {"policy_name", r.policy_name}, {"runner_pid", r.runner_pid},
 		    {"runner_start", r.runner_start}, {"audit_log", r.audit_log}, {"log_allowed", r.log_allowed},
 		    {"created", r.created},     {"attached", r.attached},
-		    {"managed", r.managed}};
+		    {"managed", r.managed},     {"abstract_scoped", r.abstract_scoped}};
 }
 
 SandboxRecord from_json(const json& j)
@@ -48,6 +48,7 @@ SandboxRecord from_json(const json& j)
 	r.created = j.value("created", "");
 	r.attached = j.value("attached", false);
 	r.managed = j.value("managed", false);
+	r.abstract_scoped = j.value("abstract_scoped", false);
 	return r;
 }
 

@@ -44,6 +44,10 @@ struct SandboxRecord {
 	// while a daemon runs): the daemon supervises it even while a runner
 	// lives, and it stays until `airlock sandbox delete`.
 	bool managed = false;
+	// Every process airlock starts in it is under Landlock's abstract-unix
+	// scope (decided once, at creation: a reload cannot lift a scope from
+	// running processes, nor add one).
+	bool abstract_scoped = false;
 };
 
 // The kernel policy id of a slot's bank: two per slot, so a reload writes

@@ -60,7 +60,7 @@ void Supervisor::poll()
 	sweep_learned();
 }
 
-void Supervisor::on_event(const al_event& e, const al_dns_event* dns)
+void Supervisor::on_event(const al_event& e, const al_dns_event* dns, const al_unix_event* ux)
 {
 	// A reload switched banks: the record names the policy now enforced,
 	// and the state directory keeps the text that bank came from.
@@ -71,14 +71,14 @@ void Supervisor::on_event(const al_event& e, const al_dns_event* dns)
 				policy_ = *p.policy;
 		}
 	}
-	json j = dns ? dns_json(*dns) : decision_json(e);
+	json j = dns ? dns_json(*dns) : ux ? unix_json(*ux) : decision_json(e);
 	j["policy"] = rec_.policy_name;
 	if (e.rule != AL_RULE_NONE && e.rule < policy_.rules.size())
 		j["rule_text"] = describe(policy_.rules[e.rule]);
 	audit_.write(rec_.name, j);
 	if (!terminal_budget())
 		return;
-	std::string line = dns ? dns_line(*dns) : decision_line(e);
+	std::string line = dns ? dns_line(*dns) : ux ? unix_line(*ux) : decision_line(e);
 	if (e.verdict == AL_VERDICT_ALLOW)
 		spdlog::info("{}: {}", rec_.name, line);
 	else
@@ -227,6 +227,10 @@ int Supervisor::ring_cb(void* ctx, void* data, size_t size)
 		al_dns_event d;
 		std::memcpy(&d, data, sizeof(d));
 		r->on_event(d.base, &d);
+	} else if (e.kind == AL_EVENT_UNIX && size >= sizeof(al_unix_event)) {
+		al_unix_event u;
+		std::memcpy(&u, data, sizeof(u));
+		r->on_event(u.base, nullptr, &u);
 	} else {
 		r->on_event(e, nullptr);
 	}

@@ -52,7 +52,7 @@ public:
 
 private:
 	static int ring_cb(void* ctx, void* data, size_t size);
-	void on_event(const al_event& e, const al_dns_event* dns);
+	void on_event(const al_event& e, const al_dns_event* dns, const al_unix_event* ux = nullptr);
 	bool terminal_budget();
 	void check_latch();
 	void check_thawed();

@@ -1,0 +1,329 @@
+// Unix sockets are destinations (cgroup/connect_unix, cgroup/sendmsg_unix,
+// Linux 6.7+; abstract names also under Landlock's scope, 6.12+). The sink
+// is a unix listener the test runs outside every sandbox: a denial means 0
+// bytes of the marker there (checked after a fence the test itself sends
+// through the same socket) and a decision line in the audit log; every
+// denial has a legitimate twin whose payload must arrive intact.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "fixture.h"
+
+namespace it {
+namespace {
+
+// A unix listener (tests/clients/unix_listener.py), outside the sandbox
+// unless started inside one.
+class UnixSink {
+public:
+	UnixSink(Env& env, const std::string& tag, const std::vector<std::string>& pairs)
+	    : env_(env), log_(env.path(tag + ".log")), ready_(env.path(tag + ".ready"))
+	{
+		std::vector<std::string> args = {log_, ready_};
+		args.insert(args.end(), pairs.begin(), pairs.end());
+		proc_ = &env.start(env.py("unix_listener.py", args), tag);
+	}
+	bool ready() { return wait_until([&] { return exists(ready_); }, 10s); }
+	// Occurrences of marker in what every socket received.
+	size_t count(const std::string& marker) const
+	{
+		size_t n = 0;
+		for (const auto& j : read_json_lines(log_))
+			n += count_occurrences(j.value("data", ""), marker);
+		return n;
+	}
+	bool arrived_intact(const std::string& payload) const
+	{
+		for (const auto& j : read_json_lines(log_))
+			if (j.value("data", "") == payload)
+				return true;
+		return false;
+	}
+	// Sends a fence from outside every sandbox through addr and waits for
+	// it: whatever reached the socket before it has been logged.
+	bool fence(const std::string& kind, const std::string& addr)
+	{
+		std::string m = "AIRLOCK-UNIX-FENCE-" + random_hex(12);
+		int fd = ::socket(AF_UNIX, kind == "stream" ? SOCK_STREAM : SOCK_DGRAM, 0);
+		struct sockaddr_un sa = {};
+		sa.sun_family = AF_UNIX;
+		socklen_t len = offsetof(struct sockaddr_un, sun_path);
+		if (addr[0] == '@') {
+			std::memcpy(sa.sun_path + 1, addr.data() + 1, addr.size() - 1);
+			len += addr.size();
+		} else {
+			std::memcpy(sa.sun_path, addr.data(), addr.size());
+			len += addr.size() + 1;
+		}
+		bool sent = kind == "stream"
+				    ? ::connect(fd, reinterpret_cast<sockaddr*>(&sa), len) == 0 &&
+					      ::send(fd, m.data(), m.size(), 0) == static_cast<ssize_t>(m.size())
+				    : ::sendto(fd, m.data(), m.size(), 0, reinterpret_cast<sockaddr*>(&sa), len) ==
+					      static_cast<ssize_t>(m.size());
+		::close(fd);
+		return sent && wait_until([&] { return count(m) == 1; }, 5s);
+	}
+	std::string log() const { return read_file(log_); }
+
+private:
+	Env& env_;
+	std::string log_, ready_;
+	Proc* proc_ = nullptr;
+};
+
+class Unix : public AirlockTest {
+protected:
+	bool with_topology() const override { return false; }
+	bool with_sink() const override { return false; }
+
+	void SetUp() override
+	{
+		AirlockTest::SetUp();
+		if (HasFatalFailure())
+			return;
+		// An unprivileged sandbox must be able to walk to the sockets.
+		::chmod(env().tmp.c_str(), 0755);
+		dir_ = env().path("ux");
+		::mkdir(dir_.c_str(), 0777);
+		::chmod(dir_.c_str(), 0777);
+		host_ = env().path("host.sock");
+		abstract_ = "@airlock-it-host-" + env().id;
+	}
+
+	json policy(const json& rules, const std::string& on_violation = "deny")
+	{
+		return {{"version", 1}, {"name", "it-unix"}, {"on_violation", on_violation}, {"rules", rules}};
+	}
+
+	RunResult run(const std::string& tag, const json& pol, const std::vector<std::string>& cmd,
+		      const std::string& user = "")
+	{
+		RunSpec s;
+		s.policy = env().write_policy(tag + ".json", pol);
+		s.name = "u" + env().id + "-" + tag;
+		s.cmd = cmd;
+		s.user = user;
+		s.in_client_ns = false;
+		return env().run(s);
+	}
+
+	std::vector<std::string> client(const std::vector<std::string>& triples)
+	{
+		return env().py("unix_client.py", triples);
+	}
+
+	Match unix_violation(const std::string& hook, const std::string& reason, const std::string& dst)
+	{
+		Match m;
+		m.hook = hook;
+		m.verdict = "deny";
+		m.reason = reason;
+		m.dst = dst;
+		m.family = "unix";
+		m.violation = true;
+		return m;
+	}
+
+	std::string dir_, host_, abstract_;
+};
+
+// The kernel here must have the hooks: a test of them that finds none fails.
+TEST_F(Unix, TheKernelHasTheUnixHooks)
+{
+	auto rr = run("hooks", policy(json::array()), {"true"});
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_EQ(rr.r.err.find("no cgroup unix-socket hooks"), std::string::npos) << rr.r.err;
+}
+
+void DeniedNamedStream(Unix* t, Env& env, UnixSink& sink, RunResult& rr, const std::string& marker,
+		       const std::string& path)
+{
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	json r = ResultFor(rr, marker);
+	EXPECT_EQ(r.value("ok", true), false) << rr.describe();
+	EXPECT_EQ(r.value("errno", ""), "EPERM") << rr.describe();
+	ASSERT_TRUE(sink.fence("stream", path)) << sink.log();
+	EXPECT_EQ(sink.count(marker), 0u) << "LEAK through " << path << ": " << sink.log();
+	(void)t;
+	(void)env;
+}
+
+TEST_F(Unix, AHostServiceOnANamedSocketIsDeniedAndRecorded)
+{
+	UnixSink sink(env(), "host", {"stream", host_});
+	ASSERT_TRUE(sink.ready());
+	std::string m = env().marker("named");
+	auto rr = run("named", policy(json::array()), client({"stream", host_, m}));
+	DeniedNamedStream(this, env(), sink, rr, m, host_);
+	EXPECT_TRUE(Logged(env().audit(), unix_violation("connect_unix", "no-rule", host_)));
+}
+
+TEST_F(Unix, AHostServiceIsDeniedToAnUnprivilegedSandboxToo)
+{
+	UnixSink sink(env(), "host", {"stream", host_});
+	ASSERT_TRUE(sink.ready());
+	std::string m = env().marker("nobody");
+	auto rr = run("nobody", policy(json::array()), client({"stream", host_, m}), "nobody");
+	DeniedNamedStream(this, env(), sink, rr, m, host_);
+	auto lines = decisions(env().audit(), unix_violation("connect_unix", "no-rule", host_));
+	ASSERT_EQ(lines.size(), 1u) << dump_lines(env().audit());
+	EXPECT_EQ(lines[0].value("comm", ""), "python3");
+	EXPECT_EQ(lines[0].value("unix", ""), "named");
+}
+
+TEST_F(Unix, ADatagramToANamedSocketIsDeniedAndRecorded)
+{
+	UnixSink sink(env(), "dgram", {"dgram", host_});
+	ASSERT_TRUE(sink.ready());
+	std::string m = env().marker("dgram");
+	auto rr = run("dgram", policy(json::array()), client({"dgram", host_, m}));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_EQ(ResultFor(rr, m).value("errno", ""), "EPERM") << rr.describe();
+	ASSERT_TRUE(sink.fence("dgram", host_));
+	EXPECT_EQ(sink.count(m), 0u) << sink.log();
+	EXPECT_TRUE(Logged(env().audit(), unix_violation("sendmsg_unix", "no-rule", host_)));
+}
+
+TEST_F(Unix, AnAllowedPathDeliversIntactAndOthersStayDenied)
+{
+	std::string other = env().path("other.sock");
+	UnixSink sink(env(), "allowed", {"stream", host_, "dgram", other});
+	ASSERT_TRUE(sink.ready());
+	std::string ok = env().marker("ok"), bad = env().marker("bad");
+	auto rr = run("allowed", policy(json::array({{{"action", "allow"}, {"unix", host_}}})),
+		      client({"stream", host_, ok, "dgram", other, bad}));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_EQ(ResultFor(rr, ok).value("ok", false), true) << rr.describe();
+	EXPECT_TRUE(wait_until([&] { return sink.arrived_intact(ok); }, 5s)) << sink.log();
+	EXPECT_EQ(ResultFor(rr, bad).value("errno", ""), "EPERM") << rr.describe();
+	ASSERT_TRUE(sink.fence("dgram", other));
+	EXPECT_EQ(sink.count(bad), 0u) << sink.log();
+	EXPECT_TRUE(Logged(env().audit(), unix_violation("sendmsg_unix", "no-rule", other)));
+}
+
+// "/dir/*" covers what is below dir, not "/dirx"; an exact deny beats it.
+TEST_F(Unix, APrefixRuleCoversItsDirectoryAndAnExactDenyWins)
+{
+	std::string a = dir_ + "/a.sock", b = dir_ + "/b.sock", sibling = dir_ + "x.sock";
+	UnixSink sink(env(), "prefix", {"stream", a, "stream", b, "stream", sibling});
+	ASSERT_TRUE(sink.ready());
+	std::string ma = env().marker("a"), mb = env().marker("b"), ms = env().marker("sib");
+	json rules = json::array({{{"action", "allow"}, {"unix", dir_ + "/*"}}, {{"action", "deny"}, {"unix", b}}});
+	auto rr = run("prefix", policy(rules), client({"stream", a, ma, "stream", b, mb, "stream", sibling, ms}));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_TRUE(wait_until([&] { return sink.arrived_intact(ma); }, 5s)) << sink.log();
+	ASSERT_TRUE(sink.fence("stream", b));
+	ASSERT_TRUE(sink.fence("stream", sibling));
+	EXPECT_EQ(sink.count(mb), 0u);
+	EXPECT_EQ(sink.count(ms), 0u);
+	auto audit = env().audit();
+	auto deny_b = decisions(audit, unix_violation("connect_unix", "rule-deny", b));
+	ASSERT_EQ(deny_b.size(), 1u) << dump_lines(audit);
+	EXPECT_EQ(deny_b[0].value("rule", -1), 1);
+	EXPECT_EQ(deny_b[0].value("rule_text", ""), "deny unix " + b);
+	EXPECT_TRUE(Logged(audit, unix_violation("connect_unix", "no-rule", sibling)));
+}
+
+// Spellings that reach another file than their characters say are refused
+// before any rule: "/allowed/../host.sock" would otherwise pass "/allowed/*".
+TEST_F(Unix, PathsThatDoNotNameTheirFileAreRefusedBeforeTheRules)
+{
+	UnixSink sink(env(), "canon", {"stream", host_});
+	ASSERT_TRUE(sink.ready());
+	std::string dotdot = dir_ + "/../host.sock";
+	std::string dot = dir_ + "/./../host.sock";
+	std::string dbl = env().tmp + "//host.sock";
+	std::string rel = "host.sock";
+	std::string m1 = env().marker("dotdot"), m2 = env().marker("dot"), m3 = env().marker("dbl"),
+		    m4 = env().marker("rel");
+	json rules = json::array({{{"action", "allow"}, {"unix", dir_ + "/*"}},
+				  {{"action", "allow"}, {"unix", env().tmp + "/*"}}});
+	// The relative path is tried from the directory that holds the socket.
+	auto rr = run("canon", policy(rules),
+		      {"sh", "-c", "cd " + env().tmp + " && exec " + join(client({"stream", dotdot, m1, "stream", dot, m2,
+										       "stream", dbl, m3, "stream", rel, m4}))});
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	for (const auto& m : {m1, m2, m3, m4})
+		EXPECT_EQ(ResultFor(rr, m).value("errno", ""), "EPERM") << m << rr.describe();
+	ASSERT_TRUE(sink.fence("stream", host_));
+	for (const auto& m : {m1, m2, m3, m4})
+		EXPECT_EQ(sink.count(m), 0u) << m;
+	auto audit = env().audit();
+	for (const auto& p : {dotdot, dot, dbl, rel})
+		EXPECT_TRUE(Logged(audit, unix_violation("connect_unix", "unix-path", p))) << p;
+}
+
+// IPC among the sandbox's own processes: a socket it binds in a directory
+// the policy allows, and a socketpair (which no hook sees: it has no peer
+// outside).
+TEST_F(Unix, TheSandboxsOwnSocketsKeepWorking)
+{
+	// The listener runs as nobody too: its files live in the shared directory.
+	std::string own = dir_ + "/own.sock", log = dir_ + "/own.log", ready = dir_ + "/own.ready";
+	std::string m = env().marker("own");
+	// Waits (5 s at most) until the listener logged the connection.
+	std::string logged = python() + " -c \"import sys, time\nfor _ in range(500):\n    if '" + m +
+			     "' in open('" + log + "').read(): sys.exit(0)\n    time.sleep(0.01)\nsys.exit(1)\"";
+	std::string listener = join(env().py("unix_listener.py", {log, ready, "stream", own}));
+	std::string wait = join(env().py("wait_file.py", {ready, "10"}));
+	std::string pair = python() + " -c \"import socket; a, b = socket.socketpair(); a.send(b'" + m +
+			   "-pair'); print('PAIR', b.recv(100).decode())\"";
+	json rules = json::array({{{"action", "allow"}, {"unix", dir_ + "/*"}}});
+	auto rr = run("own", policy(rules),
+		      {"sh", "-c",
+		       listener + " & " + wait + " && " + join(client({"stream", own, m})) + " && " + logged + " && " +
+			       pair},
+		      "nobody");
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_EQ(ResultFor(rr, m).value("ok", false), true) << rr.describe();
+	EXPECT_NE(rr.r.out.find("PAIR " + m + "-pair"), std::string::npos) << rr.describe();
+	bool intact = false;
+	for (const auto& j : read_json_lines(log))
+		intact = intact || j.value("data", "") == m;
+	EXPECT_TRUE(intact) << read_file(log);
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+}
+
+// A policy that names an outside abstract socket is judged by its rules
+// alone (no Landlock scope): the named one is reached, any other is denied
+// and recorded.
+TEST_F(Unix, AbstractNamesUnderRulesAloneAreDeniedAndRecorded)
+{
+	std::string other = "@airlock-it-other-" + env().id;
+	UnixSink sink(env(), "abs", {"stream", abstract_, "dgram", other});
+	ASSERT_TRUE(sink.ready());
+	std::string ok = env().marker("absok"), bad = env().marker("absbad"), badd = env().marker("absdg");
+	auto rr = run("abs", policy(json::array({{{"action", "allow"}, {"unix", other}}})),
+		      client({"dgram", other, ok, "stream", abstract_, bad, "dgram", abstract_, badd}));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_TRUE(wait_until([&] { return sink.arrived_intact(ok); }, 5s)) << sink.log();
+	EXPECT_EQ(ResultFor(rr, bad).value("errno", ""), "EPERM");
+	ASSERT_TRUE(sink.fence("stream", abstract_));
+	EXPECT_EQ(sink.count(bad), 0u);
+	EXPECT_EQ(sink.count(badd), 0u);
+	auto audit = env().audit();
+	EXPECT_TRUE(Logged(audit, unix_violation("connect_unix", "no-rule", abstract_)));
+	auto st = env().status_of("u" + env().id + "-abs");
+	(void)st;  // the runner is gone; its sandbox with it
+}
+
+TEST_F(Unix, AViolationOnAUnixSocketLatchesTheQuarantine)
+{
+	UnixSink sink(env(), "latch", {"stream", host_});
+	ASSERT_TRUE(sink.ready());
+	std::string m = env().marker("latch");
+	auto rr = run("latch", policy(json::array(), "kill"), client({"stream", host_, m}));
+	EXPECT_EQ(rr.r.status, 120) << rr.describe();
+	ASSERT_TRUE(sink.fence("stream", host_));
+	EXPECT_EQ(sink.count(m), 0u);
+	Match v = unix_violation("connect_unix", "no-rule", host_);
+	v.latched = true;
+	EXPECT_TRUE(Logged(env().audit(), v));
+}
+
+}  // namespace
+}  // namespace it
