@@ -9,6 +9,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "fixture.h"
@@ -77,6 +79,13 @@ private:
 
 class Unix : public AirlockTest {
 protected:
+	void TearDown() override
+	{
+		AirlockTest::TearDown();  // stops the listeners first
+		std::error_code ec;
+		std::filesystem::remove_all(dir_, ec);
+	}
+
 	bool with_topology() const override { return false; }
 	bool with_sink() const override { return false; }
 
@@ -85,12 +94,12 @@ protected:
 		AirlockTest::SetUp();
 		if (HasFatalFailure())
 			return;
-		// An unprivileged sandbox must be able to walk to the sockets.
-		::chmod(env().tmp.c_str(), 0755);
-		dir_ = env().path("ux");
-		::mkdir(dir_.c_str(), 0777);
-		::chmod(dir_.c_str(), 0777);
-		host_ = env().path("host.sock");
+		// A directory an unprivileged sandbox can walk to and write in
+		// (/tmp itself may be closed to others), removed in TearDown.
+		dir_ = env().state_dir + "-ux";
+		if (::mkdir(dir_.c_str(), 0777) != 0 || ::chmod(dir_.c_str(), 0777) != 0)
+			FAIL() << "mkdir " << dir_ << ": " << errno_name(errno);
+		host_ = dir_ + "/host.sock";
 		abstract_ = "@airlock-it-host-" + env().id;
 	}
 
@@ -208,11 +217,13 @@ TEST_F(Unix, AnAllowedPathDeliversIntactAndOthersStayDenied)
 // "/dir/*" covers what is below dir, not "/dirx"; an exact deny beats it.
 TEST_F(Unix, APrefixRuleCoversItsDirectoryAndAnExactDenyWins)
 {
-	std::string a = dir_ + "/a.sock", b = dir_ + "/b.sock", sibling = dir_ + "x.sock";
+	std::string p = dir_ + "/p";
+	::mkdir(p.c_str(), 0777);
+	std::string a = p + "/a.sock", b = p + "/b.sock", sibling = p + "x.sock";
 	UnixSink sink(env(), "prefix", {"stream", a, "stream", b, "stream", sibling});
 	ASSERT_TRUE(sink.ready());
 	std::string ma = env().marker("a"), mb = env().marker("b"), ms = env().marker("sib");
-	json rules = json::array({{{"action", "allow"}, {"unix", dir_ + "/*"}}, {{"action", "deny"}, {"unix", b}}});
+	json rules = json::array({{{"action", "allow"}, {"unix", p + "/*"}}, {{"action", "deny"}, {"unix", b}}});
 	auto rr = run("prefix", policy(rules), client({"stream", a, ma, "stream", b, mb, "stream", sibling, ms}));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	EXPECT_TRUE(wait_until([&] { return sink.arrived_intact(ma); }, 5s)) << sink.log();
@@ -234,17 +245,19 @@ TEST_F(Unix, PathsThatDoNotNameTheirFileAreRefusedBeforeTheRules)
 {
 	UnixSink sink(env(), "canon", {"stream", host_});
 	ASSERT_TRUE(sink.ready());
-	std::string dotdot = dir_ + "/../host.sock";
-	std::string dot = dir_ + "/./../host.sock";
-	std::string dbl = env().tmp + "//host.sock";
+	std::string sub = dir_ + "/sub";
+	::mkdir(sub.c_str(), 0777);
+	std::string dotdot = sub + "/../host.sock";
+	std::string dot = sub + "/./../host.sock";
+	std::string dbl = dir_ + "//host.sock";
 	std::string rel = "host.sock";
 	std::string m1 = env().marker("dotdot"), m2 = env().marker("dot"), m3 = env().marker("dbl"),
 		    m4 = env().marker("rel");
-	json rules = json::array({{{"action", "allow"}, {"unix", dir_ + "/*"}},
-				  {{"action", "allow"}, {"unix", env().tmp + "/*"}}});
+	json rules = json::array({{{"action", "allow"}, {"unix", sub + "/*"}},
+				  {{"action", "allow"}, {"unix", dir_ + "/x*"}}});
 	// The relative path is tried from the directory that holds the socket.
 	auto rr = run("canon", policy(rules),
-		      {"sh", "-c", "cd " + env().tmp + " && exec " + join(client({"stream", dotdot, m1, "stream", dot, m2,
+		      {"sh", "-c", "cd " + dir_ + " && exec " + join(client({"stream", dotdot, m1, "stream", dot, m2,
 										       "stream", dbl, m3, "stream", rel, m4}))});
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	for (const auto& m : {m1, m2, m3, m4})
