@@ -50,7 +50,7 @@ static __always_inline void al_count(struct al_counters *c, __u8 hook,
 	if (d->verdict != AL_VERDICT_ALLOW) {
 		/* What the latch stops afterwards is the violation's consequence,
 		 * not another violation. */
-		if (d->reason != AL_REASON_QUARANTINED)
+		if (d->reason != AL_REASON_QUARANTINED && d->reason != AL_REASON_REFUSED)
 			c->violations++;
 		__u32 r = d->reason;
 

@@ -155,7 +155,7 @@ static __always_inline void al_unix_rules(struct al_sandbox *sb, struct al_unix_
 			d->verdict = AL_VERDICT_ALLOW;
 			d->reason = AL_REASON_RULE_ALLOW;
 		} else {
-			d->reason = AL_REASON_RULE_DENY;
+			d->reason = r->action == AL_ACTION_REFUSE ? AL_REASON_REFUSED : AL_REASON_RULE_DENY;
 		}
 		return;
 	}
@@ -209,6 +209,17 @@ static __always_inline int al_unix_decide(struct bpf_sock_addr *ctx, __u8 hook)
 		d.reason = bad;
 	else
 		al_unix_rules(sb, b, &d);
+	if (d.reason == AL_REASON_REFUSED) {
+		/* Counted; neither a violation nor the latch's business. Audit
+		 * mode lets it through like everything else. */
+		if (sb->flags & AL_SB_AUDIT)
+			d.verdict = AL_VERDICT_AUDIT;
+		al_count(c, hook, &d);
+		if (sb->flags & AL_SB_LOG_ALLOWED)
+			al_emit_unix(c, hook, cgid, sb->slot, sb->policy_id, &dst, &d, &b->ek);
+		al_unix_buf_put(b);
+		return d.verdict == AL_VERDICT_AUDIT ? AL_PASS : AL_DROP;
+	}
 	/* al_finish counts, applies audit mode and the latch; the event is
 	 * this hook's own, with the path. */
 	d.quiet = 1;

@@ -63,6 +63,7 @@ enum al_proto_bit {
 enum al_action {
 	AL_ACTION_ALLOW = 0,
 	AL_ACTION_DENY = 1,
+	AL_ACTION_REFUSE = 2,  /* unix rules: fail the call, no violation (a probe every program makes) */
 };
 
 enum al_hook {
@@ -112,7 +113,8 @@ enum al_reason {
 	AL_REASON_UNIX_PATH = 23,    /* a unix path that cannot be judged by its name: relative, or with //, /./, /../ */
 	AL_REASON_UNIX_SCOPED = 24,  /* allowed: an abstract name no rule names, which Landlock lets reach only the sandbox's own sockets */
 	AL_REASON_BUSY = 25,         /* no working memory free on this CPU: fail closed */
-	AL_REASON_MAX = 26,
+	AL_REASON_REFUSED = 26,      /* a refuse rule: failed, counted, not a violation */
+	AL_REASON_MAX = 27,
 };
 
 enum al_violation_action {

@@ -144,9 +144,9 @@ std::vector<BadCase> bad_cases()
 		{"ActionNotString", with_rule(R"({"action": 1, "cidr": "10.0.0.0/8"})"),
 		 {R + "/action: expected a string, got an integer"}},
 		{"ActionUnknown", with_rule(R"({"action": "permit", "cidr": "10.0.0.0/8"})"),
-		 {R + "/action: 'permit' is not one of allow, deny"}},
+		 {R + "/action: 'permit' is not one of allow, deny, refuse"}},
 		{"ActionCaseMatters", with_rule(R"({"action": "Allow", "cidr": "10.0.0.0/8"})"),
-		 {R + "/action: 'Allow' is not one of allow, deny"}},
+		 {R + "/action: 'Allow' is not one of allow, deny, refuse"}},
 		{"ActionHoldReserved", with_rule(R"({"action": "hold", "cidr": "10.0.0.0/8"})"),
 		 {R + "/action: 'hold' is reserved and not supported yet"}},
 		{"ActionRedirectReserved", with_rule(R"({"action": "redirect", "cidr": "10.0.0.0/8"})"),
@@ -430,7 +430,7 @@ TEST(PolicyCollectAll, EveryRuleAndEveryFieldIsChecked)
 	]})");
 	EXPECT_EQ(errs, (std::vector<std::string>{
 				"p.json: rules/0/cidr: '10.1.0.0/8' has host bits set; did you mean '10.0.0.0/8'?",
-				"p.json: rules/2/action: 'nope' is not one of allow, deny",
+				"p.json: rules/2/action: 'nope' is not one of allow, deny, refuse",
 				"p.json: rules/2/domain: '-a.com' is not a domain name: label '-a' starts or ends with '-'",
 				"p.json: rules/2/protocol: 'x' is not one of tcp, udp, icmp",
 				"p.json: rules/2/ports/0: 0 is not a port (1-65535)",

@@ -29,6 +29,19 @@ Policy parse(const std::string& rules)
 	return r.policy.value_or(Policy{});
 }
 
+TEST(UnixPolicy, ARuleNamingABuiltInProbeReplacesIt)
+{
+	Policy p = parse(R"({"action": "allow", "unix": "/run/nscd/socket"})");
+	auto c = compile_policy(p, 1);
+	ASSERT_TRUE(c.compiled);
+	EXPECT_EQ(c.compiled->unix_rules.size(), 3u);
+	EXPECT_EQ(kernel_unix_lookup(*c.compiled, false, "/run/nscd/socket"), (KernelDecision{true, 0}));
+	EXPECT_EQ(reference_unix_decision(p, false, "/run/nscd/socket"), (KernelDecision{true, 0}));
+	auto errs = errors_of(R"({"action": "refuse", "cidr": "10.0.0.0/8"})");
+	ASSERT_EQ(errs.size(), 1u);
+	EXPECT_EQ(errs[0], "p.json: rules/0/action: 'refuse' applies to unix rules only");
+}
+
 TEST(UnixPolicy, BadTargetsNameTheirPathAndWhy)
 {
 	struct Case {
@@ -94,7 +107,8 @@ TEST(UnixPolicy, CompiledEntriesMatchTheDefinition)
 			    {"action": "deny", "unix": "/*"})");
 	auto c = compile_policy(p, 7);
 	ASSERT_TRUE(c.compiled);
-	EXPECT_EQ(c.compiled->unix_rules.size(), 7u);  // the two docker.sock rules are one entry
+	// The two docker.sock rules are one entry; three built-in refusals.
+	EXPECT_EQ(c.compiled->unix_rules.size(), 10u);
 	struct Probe {
 		bool abstract;
 		std::string bytes;
@@ -106,6 +120,9 @@ TEST(UnixPolicy, CompiledEntriesMatchTheDefinition)
 		{false, "/run/user/1000/bus", KernelDecision{true, 4}},
 		{false, "/runx", KernelDecision{false, 7}},
 		{false, "/tmp/x", KernelDecision{false, 7}},
+		{false, "/run/nscd/socket", KernelDecision{false, AL_RULE_NONE}},
+		{false, "/var/run/nscd/socket", KernelDecision{false, AL_RULE_NONE}},
+		{false, "/run/systemd/userdb/io.systemd.Multiplexer", KernelDecision{false, AL_RULE_NONE}},
 		{true, "svc", KernelDecision{true, 5}},
 		{true, "svc-admin", KernelDecision{false, 6}},
 		{true, "sv", std::nullopt},

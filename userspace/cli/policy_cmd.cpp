@@ -88,9 +88,16 @@ int cmd_policy_show(const std::string& file)
 		   c.compiled->unix_rules.size(),
 		   allows_outside_abstract(p) ? "" : " (abstract names: the sandbox's own, where Landlock scopes them)");
 	for (const auto& e : c.compiled->unix_rules) {
-		const Rule& r = p.rules[e.value.rule];
-		fmt::print("  {} {} (rule {})\n", e.value.action == AL_ACTION_ALLOW ? "allow" : "deny",
-			   format_unix(*r.unix_target), e.value.rule);
+		const char* action = e.value.action == AL_ACTION_ALLOW    ? "allow"
+				     : e.value.action == AL_ACTION_REFUSE ? "refuse"
+									  : "deny";
+		bool abstract = (e.prefix ? e.prefix_key.kind : e.exact_key.kind) == AL_UNIX_ABSTRACT;
+		const uint8_t* bytes = e.prefix ? e.prefix_key.path : e.exact_key.path;
+		size_t len = e.prefix ? (e.prefix_key.prefixlen - AL_UNIX_KEY_FIXED_BITS) / 8 : e.exact_key.len;
+		UnixTarget u{abstract, e.prefix, std::string(reinterpret_cast<const char*>(bytes), len)};
+		fmt::print("  {} {} ({})\n", action, format_unix(u),
+			   e.value.rule == AL_RULE_NONE ? std::string("built in: a probe, not a violation")
+							: fmt::format("rule {}", e.value.rule));
 	}
 	const DnsPolicy& d = p.dns;
 	std::string resolvers;

@@ -75,6 +75,7 @@ const char* reason_name(unsigned reason)
 	case AL_REASON_UNIX_PATH: return "unix-path";
 	case AL_REASON_UNIX_SCOPED: return "unix-scoped";
 	case AL_REASON_BUSY: return "busy";
+	case AL_REASON_REFUSED: return "refused";
 	}
 	return "unknown";
 }
@@ -116,7 +117,7 @@ json decision_json(const al_event& e)
 	j["hook"] = hook_name(e.hook);
 	j["verdict"] = verdict_name(e.verdict);
 	j["reason"] = reason_name(e.reason);
-	j["violation"] = e.verdict != AL_VERDICT_ALLOW;
+	j["violation"] = e.verdict != AL_VERDICT_ALLOW && e.reason != AL_REASON_REFUSED;
 	j["latched"] = e.latched != 0;
 	j["pid"] = e.pid;
 	j["tgid"] = e.tgid;

@@ -182,20 +182,60 @@ void compile_dns(const Policy& p, CompiledPolicy& c, std::vector<PolicyError>& e
 
 namespace {
 
+// At equal specificity: deny, then refuse, then allow.
+int unix_action_rank(Action a)
+{
+	return a == Action::Deny ? 2 : a == Action::Refuse ? 1 : 0;
+}
+
+uint8_t unix_action(Action a)
+{
+	return a == Action::Allow ? AL_ACTION_ALLOW : a == Action::Refuse ? AL_ACTION_REFUSE : AL_ACTION_DENY;
+}
+
+// The built-in refusals as rules of their own (index AL_RULE_NONE), for
+// the targets no rule of the policy names exactly as written.
+std::vector<Rule> builtin_refusals(const Policy& p)
+{
+	std::vector<Rule> out;
+	for (const auto& b : kBuiltinUnixRefusals) {
+		std::string t = b.target;
+		UnixTarget u{false, t.back() == '*', t.back() == '*' ? t.substr(0, t.size() - 1) : t};
+		bool named = false;
+		for (const auto& r : p.rules)
+			named = named || (r.unix_target && *r.unix_target == u);
+		if (named)
+			continue;
+		Rule r;
+		r.index = AL_RULE_NONE;
+		r.action = Action::Refuse;
+		r.unix_target = u;
+		out.push_back(r);
+	}
+	return out;
+}
+
 // One entry per distinct target: the first rule in precedence order (deny
 // before allow, then the lower index) decides it.
 void compile_unix(const Policy& p, uint32_t policy_id, CompiledPolicy& c, std::vector<PolicyError>& errors)
 {
 	std::map<std::tuple<bool, bool, std::string>, const Rule*> by_target;
 	std::vector<std::tuple<bool, bool, std::string>> order;
-	for (const auto& r : p.rules) {
+	std::vector<Rule> builtins = builtin_refusals(p);
+	std::vector<const Rule*> all;
+	for (const auto& r : p.rules)
+		all.push_back(&r);
+	for (const auto& r : builtins)
+		all.push_back(&r);
+	for (const Rule* rp : all) {
+		const Rule& r = *rp;
 		if (!r.unix_target)
 			continue;
 		auto key = std::make_tuple(r.unix_target->abstract, r.unix_target->prefix, r.unix_target->bytes);
 		auto [it, fresh] = by_target.try_emplace(key, &r);
 		if (fresh)
 			order.push_back(key);
-		else if (r.action == Action::Deny && it->second->action == Action::Allow)
+		else if (unix_action_rank(r.action) > unix_action_rank(it->second->action))
 			it->second = &r;
 	}
 	for (const auto& key : order) {
@@ -204,7 +244,7 @@ void compile_unix(const Policy& p, uint32_t policy_id, CompiledPolicy& c, std::v
 		CompiledUnix e;
 		e.prefix = u.prefix;
 		e.value.rule = static_cast<uint16_t>(r->index);
-		e.value.action = r->action == Action::Allow ? AL_ACTION_ALLOW : AL_ACTION_DENY;
+		e.value.action = unix_action(r->action);
 		uint8_t kind = u.abstract ? AL_UNIX_ABSTRACT : AL_UNIX_NAMED;
 		if (u.prefix) {
 			e.prefix_key.prefixlen = AL_UNIX_KEY_FIXED_BITS + 8 * static_cast<uint32_t>(u.bytes.size());
@@ -258,7 +298,10 @@ std::optional<KernelDecision> reference_unix_decision(const Policy& p, bool abst
 		// Exact beats any prefix; a longer prefix beats a shorter one.
 		return r.unix_target->prefix ? static_cast<long>(r.unix_target->bytes.size()) : 1000L;
 	};
-	for (const auto& r : p.rules) {
+	std::vector<Rule> all = p.rules;
+	for (auto& r : builtin_refusals(p))
+		all.push_back(r);
+	for (const auto& r : all) {
 		if (!r.unix_target || r.unix_target->abstract != abstract)
 			continue;
 		const auto& t = r.unix_target->bytes;
@@ -267,7 +310,7 @@ std::optional<KernelDecision> reference_unix_decision(const Policy& p, bool abst
 		if (!match)
 			continue;
 		if (!best || rank(r) > rank(*best) ||
-		    (rank(r) == rank(*best) && r.action == Action::Deny && best->action == Action::Allow))
+		    (rank(r) == rank(*best) && unix_action_rank(r.action) > unix_action_rank(best->action)))
 			best = &r;
 	}
 	if (!best)

@@ -32,7 +32,21 @@ const char* to_string(OnViolation v)
 	}
 	return "?";
 }
-const char* to_string(Action a) { return a == Action::Allow ? "allow" : "deny"; }
+const char* to_string(Action a)
+{
+	switch (a) {
+	case Action::Allow: return "allow";
+	case Action::Deny: return "deny";
+	case Action::Refuse: return "refuse";
+	}
+	return "?";
+}
+
+const BuiltinUnixRefusal kBuiltinUnixRefusals[3] = {
+	{"/var/run/nscd/socket"},
+	{"/run/nscd/socket"},
+	{"/run/systemd/userdb/*"},
+};
 
 namespace {
 
@@ -368,10 +382,14 @@ public:
 				r.action = Action::Allow;
 			else if (s == "deny")
 				r.action = Action::Deny;
+			else if (s == "refuse" && v.contains("unix"))
+				r.action = Action::Refuse;
+			else if (s == "refuse")
+				error(join(path, "action"), "'refuse' applies to unix rules only");
 			else if (s == "hold" || s == "redirect")
 				error(join(path, "action"), fmt::format("'{}' is reserved and not supported yet", printable(s)));
 			else
-				error(join(path, "action"), fmt::format("'{}' is not one of allow, deny", printable(s)));
+				error(join(path, "action"), fmt::format("'{}' is not one of allow, deny, refuse", printable(s)));
 		}
 		int targets = v.contains("cidr") + v.contains("domain") + v.contains("unix");
 		if (targets != 1)

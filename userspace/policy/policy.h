@@ -15,7 +15,7 @@ namespace airlock {
 
 enum class Mode { Enforce, Audit };
 enum class OnViolation { Deny, Freeze, Kill };
-enum class Action { Allow, Deny };
+enum class Action { Allow, Deny, Refuse };  // Refuse: unix rules only
 
 struct PortRange {
 	uint16_t lo = 0, hi = 0;
@@ -86,6 +86,14 @@ std::optional<nlohmann::json> parse_json_checked(std::string_view text, const st
 // "a string", "an integer", "an object", ... for "expected X, got Y".
 std::string json_type_name(const nlohmann::json& v);
 ParseResult parse_policy_file(const std::string& path);
+
+// Unix sockets every program probes (glibc's nscd client, nss-systemd's
+// user database): refused without a violation unless a rule names them
+// exactly. Each is a way out (nscd resolves host names for its callers).
+struct BuiltinUnixRefusal {
+	const char* target;  // as a policy file writes it
+};
+extern const BuiltinUnixRefusal kBuiltinUnixRefusals[3];
 
 // Some allow rule names an abstract unix socket (so the processes of the
 // sandbox may reach abstract sockets bound outside it).
