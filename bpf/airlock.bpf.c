@@ -134,6 +134,19 @@ int al_sendmsg_unix(struct bpf_sock_addr *ctx)
 	return al_unix_decide(ctx, AL_HOOK_SENDMSG_UNIX);
 }
 
+/* Abstract names the sandbox binds itself (loaded with the unix hooks). */
+SEC("tracepoint/syscalls/sys_enter_bind")
+int al_bind_enter_tp(struct al_sys_enter_bind *ctx)
+{
+	return al_bind_enter(ctx);
+}
+
+SEC("tracepoint/syscalls/sys_exit_bind")
+int al_bind_exit_tp(struct al_sys_exit *ctx)
+{
+	return al_bind_exit(ctx);
+}
+
 /* The backstop: whatever the syscall claimed, this is where the packet goes.
  * A packet to a resolver is also a DNS query, judged by what it asks. */
 SEC("cgroup_skb/egress")

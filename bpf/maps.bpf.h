@@ -178,6 +178,28 @@ struct {
 	__type(value, struct al_keybuf);
 } al_keybuf SEC(".maps");
 
+struct al_unix_bound_table {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AL_UNIX_BOUND_PER_SANDBOX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct al_unix_bound_key));
+	__uint(value_size, sizeof(__u32));
+} al_unix_bound_template SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, AL_MAX_SANDBOXES);
+	__type(key, __u32);
+	__array(values, struct al_unix_bound_table);
+} al_unix_bound SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AL_UNIX_BINDING_MAX);
+	__type(key, __u64);
+	__type(value, struct al_unix_binding);
+} al_unix_binding SEC(".maps");
+
 /* Working memory of the unix hooks (keys and the path walk), taken like
  * al_keybuf. In a map value, not on the stack, so that the verifier sees
  * the walk's state as unknown and checks its callback once. */
@@ -192,6 +214,7 @@ struct al_unix_buf {
 	__u32 pad;
 	struct al_unix_exact_key ek;
 	struct al_unix_prefix_key pk;
+	struct al_unix_bound_key bk;
 };
 
 struct {

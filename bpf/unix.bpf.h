@@ -132,7 +132,16 @@ static __always_inline int al_unix_read(struct bpf_sock_addr *ctx, struct al_uni
 	return 0;
 }
 
-/* The most specific rule for the path: exact, else the longest prefix. */
+static __always_inline int al_hex5(const __u8 *p)
+{
+	for (int i = 0; i < 5; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+/* The most specific rule for the path: exact, else the longest prefix;
+ * else, for an abstract name, whether the sandbox bound it itself. */
 static __always_inline void al_unix_rules(struct al_sandbox *sb, struct al_unix_buf *b, struct al_decision *d)
 {
 	struct al_unix_exact_key *ek = &b->ek;
@@ -159,9 +168,25 @@ static __always_inline void al_unix_rules(struct al_sandbox *sb, struct al_unix_
 		}
 		return;
 	}
-	/* Under Landlock's scope an abstract connect reaches only a socket
-	 * bound inside the sandbox: the kernel refuses the rest after us. */
-	if (ek->kind == AL_UNIX_ABSTRACT && (sb->flags & AL_SB_ABSTRACT_SCOPED)) {
+	if (ek->kind != AL_UNIX_ABSTRACT)
+		return;
+	/* An abstract name a process of the sandbox bound is its own IPC. */
+	__u32 slot = sb->slot;
+	void *bound = bpf_map_lookup_elem(&al_unix_bound, &slot);
+
+	b->bk.len = ek->len;
+	__builtin_memset(b->bk.pad, 0, sizeof(b->bk.pad));
+	__builtin_memcpy(b->bk.name, ek->path, sizeof(b->bk.name));
+	if (bound && bpf_map_lookup_elem(bound, &b->bk)) {
+		d->verdict = AL_VERDICT_ALLOW;
+		d->reason = AL_REASON_UNIX_OWN;
+		return;
+	}
+	/* The kernel picks an autobound name ("%05x") where no bind(2) shows
+	 * it: a datagram's reply goes there. Under Landlock's scope such a
+	 * connect reaches only the sandbox's own sockets (the kernel refuses
+	 * the rest after us); without it, no rule, no way. */
+	if ((sb->flags & AL_SB_ABSTRACT_SCOPED) && ek->len == 5 && al_hex5(ek->path)) {
 		d->verdict = AL_VERDICT_ALLOW;
 		d->reason = AL_REASON_UNIX_SCOPED;
 	}
@@ -233,6 +258,80 @@ static __always_inline int al_unix_decide(struct bpf_sock_addr *ctx, __u8 hook)
 		al_emit(c, hook, cgid, sb->slot, sb->policy_id, &dst, &d);
 	}
 	return verdict;
+}
+
+/* bind(2) of an abstract name by a sandbox's process: remembered at entry,
+ * learned for the sandbox when the call returns 0 (a name someone else
+ * holds fails with EADDRINUSE and is not the sandbox's). */
+struct al_sys_enter_bind {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__u64 fd;
+	__u64 addr;        /* struct sockaddr __user * */
+	__u64 addrlen;
+};
+
+struct al_sys_exit {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__s64 ret;
+};
+
+#define AL_AF_UNIX 1
+
+static __always_inline int al_bind_enter(struct al_sys_enter_bind *ctx)
+{
+	__u64 cgid;
+	struct al_sandbox *sb = al_sandbox_of_task(&cgid);
+	__u8 head[3];
+
+	if (!sb)
+		return 0;
+	__u32 alen = ctx->addrlen;
+
+	/* Family, then the leading NUL of an abstract name, then its bytes. */
+	if (alen <= 3 || alen > AL_SUN_PATH_OFF + AL_UNIX_PATH_MAX)
+		return 0;
+	if (bpf_probe_read_user(head, sizeof(head), (void *)ctx->addr))
+		return 0;
+	if (head[0] != AL_AF_UNIX || head[1] != 0 || head[2] != 0)
+		return 0;
+	struct al_unix_binding b = { .slot = sb->slot };
+	__u32 n = alen - 3;
+
+	if (n > AL_UNIX_PATH_MAX - 1)
+		return 0;
+	b.key.len = n;
+	if (bpf_probe_read_user(b.key.name, n, (void *)(ctx->addr + 3)))
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+
+	bpf_map_update_elem(&al_unix_binding, &id, &b, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int al_bind_exit(struct al_sys_exit *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct al_unix_binding *b = bpf_map_lookup_elem(&al_unix_binding, &id);
+
+	if (!b)
+		return 0;
+	if (ctx->ret == 0) {
+		__u32 slot = b->slot, one = 1;
+		void *bound = bpf_map_lookup_elem(&al_unix_bound, &slot);
+
+		if (!bound || bpf_map_update_elem(bound, &b->key, &one, BPF_ANY)) {
+			struct al_counters *c = al_counters_of(slot);
+
+			if (c)
+				c->unix_bound_full++;
+		}
+	}
+	bpf_map_delete_elem(&al_unix_binding, &id);
+	return 0;
 }
 
 #endif

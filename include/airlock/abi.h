@@ -46,6 +46,8 @@
 #define AL_UNIX_PATH_MAX 108       /* sizeof(sun_path) */
 #define AL_MAX_UNIX_RULES 16384    /* unix entries of each kind, all sandboxes and banks */
 #define AL_UNIX_KEY_FIXED_BITS 40  /* policy id and kind in front of a path */
+#define AL_UNIX_BOUND_PER_SANDBOX 1024 /* abstract names a sandbox bound itself */
+#define AL_UNIX_BINDING_MAX 8192   /* binds in progress, all sandboxes */
 
 /* Address families as stored in keys and events (not AF_* values). */
 enum al_family {
@@ -111,10 +113,11 @@ enum al_reason {
 	AL_REASON_LEARNED = 21,      /* allowed: an address learned from an answer to an allowed name */
 	AL_REASON_DNS_UNSOLICITED = 22, /* ingress: an answer no query of the sandbox asked for */
 	AL_REASON_UNIX_PATH = 23,    /* a unix path that cannot be judged by its name: relative, or with //, /./, /../ */
-	AL_REASON_UNIX_SCOPED = 24,  /* allowed: an abstract name no rule names, which Landlock lets reach only the sandbox's own sockets */
+	AL_REASON_UNIX_SCOPED = 24,  /* allowed: an autobound abstract name, which Landlock lets reach only the sandbox's own sockets */
 	AL_REASON_BUSY = 25,         /* no working memory free on this CPU: fail closed */
 	AL_REASON_REFUSED = 26,      /* a refuse rule: failed, counted, not a violation */
-	AL_REASON_MAX = 27,
+	AL_REASON_UNIX_OWN = 27,     /* allowed: an abstract name a process of the sandbox bound */
+	AL_REASON_MAX = 28,
 };
 
 enum al_violation_action {
@@ -289,6 +292,23 @@ struct al_unix_prefix_key {
 	__u8 pad[3];
 };
 
+/* Inner maps of "al_unix_bound" (one hash per slot, never an LRU): the
+ * abstract names the sandbox's own processes bound, learned from bind(2)
+ * as it returns 0. A full table refuses: the name is then not the
+ * sandbox's, and a connect to it is denied. */
+struct al_unix_bound_key {
+	__u8 len;
+	__u8 pad[3];
+	__u8 name[AL_UNIX_PATH_MAX]; /* without the leading NUL; zero after len */
+};
+
+/* Map "al_unix_binding", LRU hash: thread (pid_tgid) -> its bind(2) of an
+ * abstract name, between the syscall's entry and its return. */
+struct al_unix_binding {
+	__u32 slot;
+	struct al_unix_bound_key key;
+};
+
 struct al_unix_rule {
 	__u16 rule;        /* index of the policy rule */
 	__u8 action;       /* al_action */
@@ -317,6 +337,7 @@ struct al_counters {
 	__u64 dns_answers_learned;      /* addresses written to the learned table */
 	__u64 dns_answers_dropped;      /* unsolicited, mismatched or unparseable answers */
 	__u64 dns_learn_full;           /* addresses not learned: the table was full */
+	__u64 unix_bound_full;          /* abstract names bound but not remembered: the table was full */
 };
 
 enum al_event_kind {
@@ -386,7 +407,7 @@ AL_STATIC_ASSERT(sizeof(struct al_range) == 8, "al_range layout");
 AL_STATIC_ASSERT(sizeof(struct al_rule_set) == 8 + 8 * AL_MAX_RANGES, "al_rule_set layout");
 AL_STATIC_ASSERT(sizeof(struct al_latch) == 16, "al_latch layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==
-			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 11),
+			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 12),
 		 "al_counters layout");
 AL_STATIC_ASSERT(sizeof(struct al_event) == 80, "al_event layout");
 AL_STATIC_ASSERT(sizeof(struct al_name_key) == 260, "al_name_key layout");
@@ -402,6 +423,8 @@ AL_STATIC_ASSERT(sizeof(struct al_dns_event) == 80 + 16 + 256, "al_dns_event lay
 AL_STATIC_ASSERT(sizeof(struct al_unix_exact_key) == 8 + AL_UNIX_PATH_MAX, "al_unix_exact_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_unix_prefix_key) == 12 + AL_UNIX_PATH_MAX, "al_unix_prefix_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_unix_rule) == 4, "al_unix_rule layout");
+AL_STATIC_ASSERT(sizeof(struct al_unix_bound_key) == 4 + AL_UNIX_PATH_MAX, "al_unix_bound_key layout");
+AL_STATIC_ASSERT(sizeof(struct al_unix_binding) == 8 + AL_UNIX_PATH_MAX, "al_unix_binding layout");
 AL_STATIC_ASSERT(sizeof(struct al_unix_event) == 80 + 8 + AL_UNIX_PATH_MAX + 4, "al_unix_event layout");
 
 #endif /* AIRLOCK_ABI_H */

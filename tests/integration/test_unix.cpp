@@ -5,10 +5,12 @@
 // through the same socket) and a decision line in the audit log; every
 // denial has a legitimate twin whose payload must arrive intact.
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -17,6 +19,30 @@
 
 namespace it {
 namespace {
+
+// Sends a fence from the test process (outside every sandbox) through addr
+// and waits until the listener that logs to log has it.
+bool send_fence(const std::string& log, const std::string& kind, const std::string& addr)
+{
+	std::string m = "AIRLOCK-UNIX-FENCE-" + random_hex(12);
+	int fd = ::socket(AF_UNIX, kind == "stream" ? SOCK_STREAM : SOCK_DGRAM, 0);
+	struct sockaddr_un sa = {};
+	sa.sun_family = AF_UNIX;
+	socklen_t len = offsetof(struct sockaddr_un, sun_path);
+	if (addr[0] == '@') {
+		std::memcpy(sa.sun_path + 1, addr.data() + 1, addr.size() - 1);
+		len += addr.size();
+	} else {
+		std::memcpy(sa.sun_path, addr.data(), addr.size());
+		len += addr.size() + 1;
+	}
+	bool sent = kind == "stream" ? ::connect(fd, reinterpret_cast<sockaddr*>(&sa), len) == 0 &&
+					       ::send(fd, m.data(), m.size(), 0) == static_cast<ssize_t>(m.size())
+				     : ::sendto(fd, m.data(), m.size(), 0, reinterpret_cast<sockaddr*>(&sa), len) ==
+					       static_cast<ssize_t>(m.size());
+	::close(fd);
+	return sent && wait_until([&] { return count_occurrences(read_file(log), m) == 1; }, 5s);
+}
 
 // A unix listener (tests/clients/unix_listener.py), outside the sandbox
 // unless started inside one.
@@ -47,28 +73,7 @@ public:
 	}
 	// Sends a fence from outside every sandbox through addr and waits for
 	// it: whatever reached the socket before it has been logged.
-	bool fence(const std::string& kind, const std::string& addr)
-	{
-		std::string m = "AIRLOCK-UNIX-FENCE-" + random_hex(12);
-		int fd = ::socket(AF_UNIX, kind == "stream" ? SOCK_STREAM : SOCK_DGRAM, 0);
-		struct sockaddr_un sa = {};
-		sa.sun_family = AF_UNIX;
-		socklen_t len = offsetof(struct sockaddr_un, sun_path);
-		if (addr[0] == '@') {
-			std::memcpy(sa.sun_path + 1, addr.data() + 1, addr.size() - 1);
-			len += addr.size();
-		} else {
-			std::memcpy(sa.sun_path, addr.data(), addr.size());
-			len += addr.size() + 1;
-		}
-		bool sent = kind == "stream"
-				    ? ::connect(fd, reinterpret_cast<sockaddr*>(&sa), len) == 0 &&
-					      ::send(fd, m.data(), m.size(), 0) == static_cast<ssize_t>(m.size())
-				    : ::sendto(fd, m.data(), m.size(), 0, reinterpret_cast<sockaddr*>(&sa), len) ==
-					      static_cast<ssize_t>(m.size());
-		::close(fd);
-		return sent && wait_until([&] { return count(m) == 1; }, 5s);
-	}
+	bool fence(const std::string& kind, const std::string& addr) { return send_fence(log_, kind, addr); }
 	std::string log() const { return read_file(log_); }
 
 private:
@@ -322,6 +327,88 @@ TEST_F(Unix, AbstractNamesUnderRulesAloneAreDeniedAndRecorded)
 	EXPECT_TRUE(Logged(audit, unix_violation("connect_unix", "no-rule", abstract_)));
 	auto st = env().status_of("u" + env().id + "-abs");
 	(void)st;  // the runner is gone; its sandbox with it
+}
+
+// An abstract socket outside: stream and datagram, denied and recorded,
+// also after the sandbox tried to bind the same name (EADDRINUSE: a name
+// someone else holds never becomes the sandbox's).
+TEST_F(Unix, AnAbstractSocketOutsideIsDeniedAndRecorded)
+{
+	std::string dg = abstract_ + "-dg";
+	UnixSink sink(env(), "absout", {"stream", abstract_, "dgram", dg});
+	ASSERT_TRUE(sink.ready());
+	std::string m1 = env().marker("abss"), m2 = env().marker("absd");
+	std::string squat = python() + " -c \"import socket; s = socket.socket(socket.AF_UNIX)\ntry: s.bind(b'\\0" +
+			    abstract_.substr(1) + "'); print('SQUAT bound')\nexcept OSError as e: print('SQUAT', e.errno)\"";
+	auto rr = run("absout", policy(json::array()),
+		      {"sh", "-c", squat + "; " + join(client({"stream", abstract_, m1, "dgram", dg, m2}))}, "nobody");
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_NE(rr.r.out.find("SQUAT 98"), std::string::npos) << rr.describe();  // EADDRINUSE
+	EXPECT_EQ(ResultFor(rr, m1).value("errno", ""), "EPERM") << rr.describe();
+	EXPECT_EQ(ResultFor(rr, m2).value("errno", ""), "EPERM") << rr.describe();
+	ASSERT_TRUE(sink.fence("stream", abstract_));
+	ASSERT_TRUE(sink.fence("dgram", dg));
+	EXPECT_EQ(sink.count(m1), 0u) << sink.log();
+	EXPECT_EQ(sink.count(m2), 0u) << sink.log();
+	auto audit = env().audit();
+	EXPECT_TRUE(Logged(audit, unix_violation("connect_unix", "no-rule", abstract_)));
+	EXPECT_TRUE(Logged(audit, unix_violation("sendmsg_unix", "no-rule", dg)));
+}
+
+// An abstract socket a process of the sandbox bound is its own IPC.
+TEST_F(Unix, AnAbstractSocketBoundInsideTheSandboxWorks)
+{
+	std::string name = "@airlock-it-own-" + env().id, log = dir_ + "/abs.log", ready = dir_ + "/abs.ready";
+	std::string m = env().marker("absown");
+	std::string listener = join(env().py("unix_listener.py", {log, ready, "stream", name}));
+	std::string wait = join(env().py("wait_file.py", {ready, "10"}));
+	std::string logged = python() + " -c \"import sys, time\nfor _ in range(500):\n    if '" + m +
+			     "' in open('" + log + "').read(): sys.exit(0)\n    time.sleep(0.01)\nsys.exit(1)\"";
+	RunSpec s;
+	s.policy = env().write_policy("absown.json", policy(json::array()));
+	s.name = "u" + env().id + "-absown";
+	s.cmd = {"sh", "-c", listener + " & " + wait + " && " + join(client({"stream", name, m})) + " && " + logged};
+	s.user = "nobody";
+	s.in_client_ns = false;
+	s.log_allowed = true;
+	auto rr = env().run(s);
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_EQ(ResultFor(rr, m).value("ok", false), true) << rr.describe();
+	auto audit = env().audit();
+	EXPECT_EQ(CountViolations(audit), 0u) << dump_lines(audit);
+	Match own;
+	own.hook = "connect_unix";
+	own.verdict = "allow";
+	own.reason = "unix-own";
+	own.dst = name;
+	EXPECT_TRUE(Logged(audit, own));
+}
+
+// Two sandboxes never reach each other: B's connect to the name A bound is
+// denied in B and recorded; A's listener gets nothing.
+TEST_F(Unix, TwoSandboxesCannotReachEachOthersAbstractSockets)
+{
+	std::string name = "@airlock-it-a-" + env().id, log = dir_ + "/a.log", ready = dir_ + "/a.ready";
+	RunSpec a;
+	a.policy = env().write_policy("a.json", policy(json::array()));
+	a.name = "u" + env().id + "-a";
+	a.cmd = env().py("unix_listener.py", {log, ready, "stream", name});
+	a.user = "nobody";
+	a.in_client_ns = false;
+	Proc& pa = env().start_run(a);
+	ASSERT_TRUE(wait_until([&] { return exists(ready); }, 10s)) << pa.err();
+	std::string m = env().marker("cross");
+	auto rr = run("b", policy(json::array()), client({"stream", name, m}), "nobody");
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_EQ(ResultFor(rr, m).value("errno", ""), "EPERM") << rr.describe();
+	auto audit = env().audit();
+	EXPECT_TRUE(Logged(audit, unix_violation("connect_unix", "no-rule", name), "u" + env().id + "-b"));
+	// The test's own fence through A's socket: A's listener is alive and
+	// has seen everything sent before.
+	ASSERT_TRUE(send_fence(log, "stream", name)) << read_file(log);
+	EXPECT_EQ(count_occurrences(read_file(log), m), 0u) << read_file(log);
+	pa.signal(SIGTERM);
+	pa.wait(10s);
 }
 
 TEST_F(Unix, AViolationOnAUnixSocketLatchesTheQuarantine)

@@ -76,6 +76,7 @@ const char* reason_name(unsigned reason)
 	case AL_REASON_UNIX_SCOPED: return "unix-scoped";
 	case AL_REASON_BUSY: return "busy";
 	case AL_REASON_REFUSED: return "refused";
+	case AL_REASON_UNIX_OWN: return "unix-own";
 	}
 	return "unknown";
 }

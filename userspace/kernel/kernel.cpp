@@ -10,6 +10,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -49,7 +50,8 @@ const MapPin kMapPins[] = {
 	{"al_names", &Maps::names},         {"al_dns", &Maps::dns},
 	{"al_dns_state", &Maps::dns_state}, {"al_pending", &Maps::pending},
 	{"al_learned", &Maps::learned},       {"al_unix_exact", &Maps::unix_exact},
-	{"al_unix_prefix", &Maps::unix_prefix},
+	{"al_unix_prefix", &Maps::unix_prefix}, {"al_unix_bound", &Maps::unix_bound},
+	{"al_unix_binding", &Maps::unix_binding},
 };
 
 bool on_bpffs(const std::string& path)
@@ -84,6 +86,20 @@ int ncpus()
 
 std::string maps_dir(const std::string& bpf_dir) { return bpf_dir + "/maps"; }
 std::string progs_dir(const std::string& bpf_dir) { return bpf_dir + "/progs"; }
+std::string tracepoints_dir(const std::string& bpf_dir) { return bpf_dir + "/tracepoints"; }
+
+bool ensure_tracefs()
+{
+	if (std::filesystem::exists("/sys/kernel/tracing/events") ||
+	    std::filesystem::exists("/sys/kernel/debug/tracing/events"))
+		return true;
+	if (::mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, nullptr) != 0) {
+		spdlog::warn("cannot mount tracefs at /sys/kernel/tracing: {}", std::strerror(errno));
+		return false;
+	}
+	return true;
+}
+
 std::string links_dir(const std::string& bpf_dir, const std::string& sandbox)
 {
 	return bpf_dir + "/links/" + sandbox;
@@ -175,6 +191,7 @@ Kernel Kernel::load_or_adopt(const std::string& bpf_dir, bool idle)
 		std::filesystem::remove_all(progs_dir(bpf_dir), ec);
 		std::filesystem::remove_all(maps_dir(bpf_dir), ec);
 		std::filesystem::remove_all(bpf_dir + "/links", ec);
+		std::filesystem::remove_all(tracepoints_dir(bpf_dir), ec);
 		if (ec)
 			fail("remove stale pins under {}: {}", bpf_dir, ec.message());
 	}
@@ -447,6 +464,25 @@ void Kernel::create_dns_tables(uint32_t slot)
 	al_dns_state st{};
 	if (bpf_map_update_elem(maps_.dns_state.get(), &slot, &st, BPF_ANY) != 0)
 		fail_errno(fmt::format("reset the query budget of slot {}", slot));
+}
+
+void Kernel::create_unix_table(uint32_t slot)
+{
+	// The shape of al_unix_bound_template.
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
+	int fd = bpf_map_create(BPF_MAP_TYPE_HASH, "al_ubound", sizeof(al_unix_bound_key), sizeof(uint32_t),
+				AL_UNIX_BOUND_PER_SANDBOX, &opts);
+	if (fd < 0)
+		fail_errno(fmt::format("create the bound-name table of slot {}", slot));
+	Fd t(fd);
+	if (bpf_map_update_elem(maps_.unix_bound.get(), &slot, &fd, BPF_ANY) != 0)
+		fail_errno(fmt::format("install the bound-name table of slot {}", slot));
+}
+
+void Kernel::delete_unix_table(uint32_t slot)
+{
+	if (bpf_map_delete_elem(maps_.unix_bound.get(), &slot) != 0 && errno != ENOENT)
+		fail_errno(fmt::format("remove the bound-name table of slot {}", slot));
 }
 
 void Kernel::delete_dns_tables(uint32_t slot)

@@ -35,7 +35,7 @@ extern const std::array<ProgSpec, ProgCount> kProgs;
 struct Maps {
 	Fd config, sandboxes, rules, latch, counters, rings, rcu_sync, rcu_inner;
 	Fd names, dns, dns_state, pending, learned;
-	Fd unix_exact, unix_prefix;
+	Fd unix_exact, unix_prefix, unix_bound, unix_binding;
 };
 
 class Kernel {
@@ -82,6 +82,10 @@ public:
 	// ones for a new sandbox; the query budget back to full.
 	void create_dns_tables(uint32_t slot);
 	void delete_dns_tables(uint32_t slot);
+	// The table of abstract names a slot's processes bound: a fresh one
+	// for a new sandbox.
+	void create_unix_table(uint32_t slot);
+	void delete_unix_table(uint32_t slot);
 	struct Learned {
 		al_learned_key key;
 		al_learned value;
@@ -108,6 +112,13 @@ private:
 std::string maps_dir(const std::string& bpf_dir);
 std::string progs_dir(const std::string& bpf_dir);
 std::string links_dir(const std::string& bpf_dir, const std::string& sandbox);
+
+// Where the tracepoint links are pinned (global, not per sandbox).
+std::string tracepoints_dir(const std::string& bpf_dir);
+
+// Mounts tracefs at /sys/kernel/tracing if no tracefs is there; false if
+// none can be had (then tracepoint programs cannot be attached).
+bool ensure_tracefs();
 
 // Mounts bpffs at /sys/fs/bpf when the pin root lies under it and nothing is
 // mounted there yet; fails if the pin root is not on a bpffs.

@@ -6,6 +6,7 @@
 #include "airlock_bpf.skel.h"
 #include "kernel/kernel.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace airlock::kernel {
 
@@ -29,6 +30,13 @@ struct Loader {
 				bpf_program__set_expected_attach_type(prog, kProgs[p].attach);
 			else
 				bpf_program__set_autoload(prog, false);
+		}
+		// bind(2) of abstract names, for the unix hooks to tell the
+		// sandbox's own sockets: attached once, for every sandbox.
+		bool bind_tracker = kernel_has_unix_hooks() && ensure_tracefs();
+		if (!bind_tracker) {
+			bpf_program__set_autoload(skel->progs.al_bind_enter_tp, false);
+			bpf_program__set_autoload(skel->progs.al_bind_exit_tp, false);
 		}
 		int err = airlock_bpf__load(skel);
 		if (err) {
@@ -58,6 +66,24 @@ struct Loader {
 		k.maps_.learned = dup(bpf_map__fd(skel->maps.al_learned));
 		k.maps_.unix_exact = dup(bpf_map__fd(skel->maps.al_unix_exact));
 		k.maps_.unix_prefix = dup(bpf_map__fd(skel->maps.al_unix_prefix));
+		k.maps_.unix_bound = dup(bpf_map__fd(skel->maps.al_unix_bound));
+		k.maps_.unix_binding = dup(bpf_map__fd(skel->maps.al_unix_binding));
+		if (bind_tracker) {
+			make_dirs(tracepoints_dir(bpf_dir));
+			for (auto* prog : {skel->progs.al_bind_enter_tp, skel->progs.al_bind_exit_tp}) {
+				bpf_link* link = bpf_program__attach(prog);
+				std::string pin = tracepoints_dir(bpf_dir) + "/" + bpf_program__name(prog);
+				int err = link ? bpf_link__pin(link, pin.c_str()) : -errno;
+				if (link) {
+					bpf_link__disconnect(link);  // the pin holds it attached
+					bpf_link__destroy(link);
+				}
+				if (err) {
+					airlock_bpf__destroy(skel);
+					fail_errno("attach and pin " + pin, -err);
+				}
+			}
+		}
 		k.progs_[SockCreate] = dup(bpf_program__fd(skel->progs.al_sock_create));
 		k.progs_[Connect4] = dup(bpf_program__fd(skel->progs.al_connect4));
 		k.progs_[Connect6] = dup(bpf_program__fd(skel->progs.al_connect6));

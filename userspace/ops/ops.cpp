@@ -59,7 +59,8 @@ json counters_json(const al_counters& c)
 		{"denied_packets", c.denied_packets},
 		{"denied_bytes", c.denied_bytes},
 		{"violations", c.violations},
-		{"events_lost", c.events_lost}};
+		{"events_lost", c.events_lost},
+		{"unix_bound_full", c.unix_bound_full}};
 }
 
 json dns_json_of(const al_counters& c, size_t learned, size_t learned_live)

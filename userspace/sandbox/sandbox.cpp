@@ -145,6 +145,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 		k.delete_rules(policy_id_of(slot, 1));
 		k.create_ring(slot);
 		k.create_dns_tables(slot);
+		k.create_unix_table(slot);
 		k.install_rules(compiled, policy_id_of(slot, 0));
 		k.put_sandbox(r.cgroup_id, entry_for(slot, policy_id_of(slot, 0), compiled, r));
 		k.set_level_mask(k.config().level_mask | (1u << r.level));
@@ -215,6 +216,7 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 	k.delete_rules(policy_id_of(r.slot, 1));
 	k.delete_ring(r.slot);
 	k.delete_dns_tables(r.slot);
+	k.delete_unix_table(r.slot);
 	k.clear_latch(r.slot);
 	if (!r.attached)
 		cgroup::remove(r.cgroup);
