@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """uid 0 inside a sandbox, trying every way out of its cgroup it can find.
 
-  escape.py --dest ADDR:PORT --marker M --progress FILE --go FILE
+  escape.py --dest ADDR:PORT --marker M --progress FILE --go FILE --scope NAME
             [--cgroup DIR ...] [--pin FILE ...]
 
 After each attempt it makes one TCP connection to DEST (a destination its
@@ -12,14 +12,16 @@ Attempts:
   procs      write its PID to every cgroup.procs it can open: the --cgroup
              directories given (host paths of the root, the sandbox's parent,
              a sibling), every cgroup2 mount of /proc/self/mountinfo walked
-             whole, and the same under /proc/*/root/
+             (its root, and every cgroup whose path holds NAME: were a
+             defence to fail, it must not land in anyone else's cgroup), and
+             the same under /proc/*/root/
   clone3     clone3(CLONE_INTO_CGROUP) with every cgroup directory it can
              open; a child that is born makes its own connection, then exits
   mount      mount cgroup2 on a fresh directory, then try procs there
   userns     in a child: unshare(CLONE_NEWUSER|CLONE_NEWNS[|CLONE_NEWCGROUP]),
              mount cgroup2, try procs there
-  pins       BPF_OBJ_GET on every --pin path, every file of every bpf mount,
-             and the same under /proc/*/root/
+  pins       BPF_OBJ_GET on every --pin path, every file of every bpf mount
+             whose path holds NAME, and the same under /proc/*/root/
 When done it writes {"done": true, ...} to --progress and waits (up to 60 s)
 for --go to exist, so that the test can read its cgroup from outside.
 Prints {"client":"escape","uid":..,"attempts":[..],"connects":N,"moved":[..],"opened":[..]}.
@@ -82,20 +84,25 @@ class Escape:
 
     def connect(self):
         self.connects += 1
-        r = alclient.tcp_send(self.a.dest, "%s-%d" % (self.a.marker, self.connects), timeout=2.0)
+        r = alclient.tcp_send(self.a.dest, ("%s-%d" % (self.a.marker, self.connects)).encode(), timeout=2.0)
         return r.get("errno") or ("ok" if r.get("ok") else "failed")
 
     def record(self, what, target, result):
         self.attempts.append({"what": what, "target": target, "result": result, "after": self.connect()})
 
+    def in_scope(self, top, d):
+        """The root of a mount, or a cgroup whose path names --scope: even if
+        a defence fails, the client never lands in a cgroup of someone else's
+        (only in the root, or in the test's own)."""
+        return d == top or self.a.scope in os.path.relpath(d, top)
+
     def cgroup_dirs(self):
         dirs = list(self.a.cgroup)
-        for m in mounts("cgroup2"):
-            dirs += walk_dirs(m)
+        tops = [m for m in mounts("cgroup2")]
+        tops += [r + m for r in proc_roots() for m in mounts("cgroup2") if os.path.isdir(r + m)]
+        for t in tops:
+            dirs += [d for d in walk_dirs(t) if self.in_scope(t, d)]
         for r in proc_roots():
-            for m in mounts("cgroup2"):
-                if os.path.isdir(r + m):
-                    dirs += walk_dirs(r + m)
             for c in self.a.cgroup:
                 dirs.append(r + c)
         return sorted(set(dirs))
@@ -133,7 +140,7 @@ class Escape:
             pid = libc.syscall(SYS_CLONE3, buf, len(args))
             if pid == 0:
                 # Born wherever clone3 put it: it says so the only way that counts.
-                alclient.tcp_send(self.a.dest, "%s-child" % self.a.marker, timeout=2.0)
+                alclient.tcp_send(self.a.dest, ("%s-child" % self.a.marker).encode(), timeout=2.0)
                 os._exit(0)
             if pid < 0:
                 res = alclient.errname(ctypes.get_errno())
@@ -154,7 +161,8 @@ class Escape:
                 return
             self.record(what, d, "mounted")
             for sub in walk_dirs(d):
-                self.write_procs(sub, what + "-procs")
+                if self.in_scope(d, sub):
+                    self.write_procs(sub, what + "-procs")
         finally:
             libc.umount2(d.encode(), 2)
             try:
@@ -202,7 +210,9 @@ class Escape:
                 if os.path.isdir(r + m):
                     for root, _, files in os.walk(r + m, onerror=lambda e: None):
                         paths += [os.path.join(root, f) for f in files]
-        for p in sorted(set(paths)):
+        # Only the test's own pins (and any path it was given): a failed
+        # defence must not have it open anyone else's.
+        for p in sorted(set(p for p in paths if self.a.scope in p)):
             buf = ctypes.create_string_buffer(p.encode())
             attr = (ctypes.c_uint64 * 8)()
             attr[0] = ctypes.addressof(buf)
@@ -222,6 +232,7 @@ def main():
     ap.add_argument("--progress", required=True)
     ap.add_argument("--go", required=True)
     ap.add_argument("--cgroup", action="append", default=[])
+    ap.add_argument("--scope", required=True)
     ap.add_argument("--pin", action="append", default=[])
     a = ap.parse_args()
     e = Escape(a)

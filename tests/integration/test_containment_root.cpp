@@ -145,7 +145,7 @@ protected:
 		s.policy = env().write_policy("atk.json", base_policy("it-escape"));
 		s.name = atk;
 		s.cmd = env().py("escape.py", {"--dest", dest4(kDenied4, 9020), "--marker", marker, "--progress", progress,
-					       "--go", go, "--cgroup", mount, "--cgroup", mount + "/" + env().cgroup_parent,
+					       "--go", go, "--scope", env().cgroup_parent, "--cgroup", mount, "--cgroup", mount + "/" + env().cgroup_parent,
 					       "--cgroup", env().sandbox_cgroup(sib), "--pin",
 					       env().bpf_dir + "/maps/al_latch", "--pin", env().bpf_dir + "/maps/al_sandboxes"});
 		Proc& runner = env().start_run(s);
@@ -368,7 +368,7 @@ TEST_F(ContainmentRoot, AbstractSocketOutsideTheSandboxIsRefused)
 	ASSERT_TRUE(wait_until([&] { return read_file(got).find(probe) != std::string::npos; }, 5s)) << p.describe();
 
 	RunResult rr = run(name("abs"), env().py("abstract.py", {"connect", sock, m}), base_policy("it-abs"));
-	EXPECT_EQ(rr.last().value("errno", ""), "EPERM") << rr.describe();
+	EXPECT_EQ(Errno(rr.last()), "EPERM") << rr.describe();
 	json conf = events(env().audit(), "sandbox-start").back()["confinement"];
 	EXPECT_TRUE(conf["landlock"]["applied"].get<bool>()) << conf.dump();
 	EXPECT_EQ(conf["landlock"]["scoped"], json::array({"abstract_unix_socket", "signal"})) << conf.dump();
@@ -399,7 +399,7 @@ TEST_F(ContainmentRoot, TwoSandboxesCannotReachEachOthersAbstractSockets)
 	ASSERT_TRUE(wait_until([&] { return exists(ready); }, 10s)) << a.describe();
 	std::string m = env().marker("abstract-b");
 	RunResult rr = run(name("b"), env().py("abstract.py", {"connect", sock, m}), base_policy("it-b"));
-	EXPECT_EQ(rr.last().value("errno", ""), "EPERM") << rr.describe();
+	EXPECT_EQ(Errno(rr.last()), "EPERM") << rr.describe();
 	EXPECT_EQ(count_occurrences(read_file(got), m), 0u);
 }
 
@@ -412,7 +412,7 @@ TEST_F(ContainmentRoot, SignalOutsideTheSandboxIsRefused)
 	ASSERT_TRUE(victim.running()) << victim.describe();
 	RunResult rr = run(name("sig"), env().py("abstract.py", {"kill", std::to_string(victim.pid())}),
 			   base_policy("it-sig"), "", true);
-	EXPECT_EQ(rr.last().value("errno", ""), "EPERM") << rr.describe();
+	EXPECT_EQ(Errno(rr.last()), "EPERM") << rr.describe();
 	EXPECT_TRUE(victim.running()) << "the process outside the sandbox got the signal";
 	RunResult own = run(name("sigown"), env().py("abstract.py", {"kill-own"}), base_policy("it-sig"));
 	EXPECT_TRUE(own.last().value("ok", false)) << own.describe();
