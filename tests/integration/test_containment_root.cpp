@@ -77,6 +77,13 @@ std::vector<pid_t> pids_with(const std::string& s)
 	return found;
 }
 
+// The cgroup id of a cgroup2 directory is its inode number.
+uint64_t inode_of(const std::string& path)
+{
+	struct stat st{};
+	return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
 // "0::/x/y" of /proc/PID/cgroup, read from the initial cgroup namespace.
 std::string cgroup_of(pid_t pid)
 {
@@ -146,7 +153,9 @@ protected:
 		s.name = atk;
 		s.cmd = env().py("escape.py", {"--dest", dest4(kDenied4, 9020), "--marker", marker, "--progress", progress,
 					       "--go", go, "--scope", env().cgroup_parent, "--cgroup", mount, "--cgroup", mount + "/" + env().cgroup_parent,
-					       "--cgroup", env().sandbox_cgroup(sib), "--pin",
+					       "--cgroup", env().sandbox_cgroup(sib), "--cgroup-id", "1", "--cgroup-id",
+					       std::to_string(inode_of(mount + "/" + env().cgroup_parent)), "--cgroup-id",
+					       std::to_string(inode_of(env().sandbox_cgroup(sib))), "--pin",
 					       env().bpf_dir + "/maps/al_latch", "--pin", env().bpf_dir + "/maps/al_sandboxes"});
 		Proc& runner = env().start_run(s);
 		ASSERT_TRUE(wait_until([&] { return exists(progress) || !runner.running(); }, 60s)) << runner.describe();
@@ -198,6 +207,11 @@ protected:
 			if (what == "clone3" && target != mount) {
 				EXPECT_NE(res, "born") << a.dump();
 			}
+			if (what == "handle") {
+				// No CAP_DAC_READ_SEARCH, and nothing outside lies below
+				// the root of the only cgroup2 mount it has.
+				EXPECT_EQ(res, "EPERM") << a.dump();
+			}
 			if (what == "mount") {
 				EXPECT_EQ(res, "EPERM") << a.dump();
 			}
@@ -212,7 +226,7 @@ protected:
 		std::set<std::string> kinds;
 		for (const auto& a : out["attempts"])
 			kinds.insert(a["what"].get<std::string>());
-		for (const char* k : {"procs", "clone3", "mount", "pin"})
+		for (const char* k : {"procs", "clone3", "handle", "mount", "pin"})
 			EXPECT_TRUE(kinds.count(k)) << "no attempt of kind " << k << ": " << out.dump();
 		EXPECT_TRUE(kinds.count("userns") || kinds.count("userns-procs")) << out.dump();
 		EXPECT_TRUE(kinds.count("userns-cgroupns") || kinds.count("userns-cgroupns-procs")) << out.dump();
