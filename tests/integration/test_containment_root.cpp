@@ -367,6 +367,24 @@ TEST_F(ContainmentRoot, ForeignSyscallAbisAreKilled)
 	}
 }
 
+// The filter is loaded while CAP_SYS_ADMIN is still held, so no_new_privs
+// stays off: a setuid program run by --user nobody still gets its euid
+// (passwd -S reads /etc/shadow only then), exactly as outside a sandbox.
+TEST_F(ContainmentRoot, SetuidProgramsStillWork)
+{
+	Result outside = it::run({"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "passwd", "-S"});
+	Result nnp = it::run(
+		{"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--no-new-privs", "passwd", "-S"});
+	ASSERT_EQ(outside.status, 0) << outside.describe();
+	ASSERT_NE(outside.out, nnp.out) << "passwd -S does not tell setuid from no_new_privs here";
+	RunResult rr = run(name("suid"), {"passwd", "-S"}, base_policy("it-suid"), "nobody");
+	EXPECT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_EQ(rr.r.out, outside.out) << rr.describe();
+	RunResult st = run(name("nnp"), {"grep", "-E", "^(NoNewPrivs|Seccomp):", "/proc/self/status"},
+			   base_policy("it-suid"), "nobody");
+	EXPECT_EQ(st.r.out, "NoNewPrivs:\t0\nSeccomp:\t2\n") << st.describe();
+}
+
 // ---- Landlock scopes ---------------------------------------------------------------
 
 TEST_F(ContainmentRoot, AbstractSocketOutsideTheSandboxIsRefused)
