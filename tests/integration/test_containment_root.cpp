@@ -133,11 +133,24 @@ protected:
 		return env().run(s, 30s);
 	}
 
-	// The whole escape catalogue, run as uid 0 next to a sibling sandbox.
-	void escape_attempts(const std::string& tag)
+	// The whole escape catalogue, run as uid 0 next to a sibling sandbox, by
+	// `airlock run`, or (via_exec) by `airlock exec` into a sandbox of the
+	// daemon's (which joins the cgroup through cgroup.procs).
+	void escape_attempts(const std::string& tag, bool via_exec = false)
 	{
 		std::string mount = cgroup2_mount();
 		std::string sib = name(tag + "-sib"), atk = name(tag);
+		if (via_exec) {
+			Proc& d = env().start(env().airlock_argv({"daemon", "--metrics", "off", "--audit-log", env().audit_path()}),
+					      "daemon");
+			ASSERT_TRUE(wait_until([&] { return d.err().find("watching") != std::string::npos || !d.running(); },
+					       10s) &&
+				    d.running())
+				<< d.describe();
+			Result made = env().airlock(
+				{"sandbox", "create", atk, "--policy", env().write_policy("atk.json", base_policy("it-escape"))});
+			ASSERT_EQ(made.status, 0) << made.describe();
+		}
 		RunSpec ss;
 		ss.policy = env().write_policy("sib.json", base_policy("it-sib"));
 		ss.name = sib;
@@ -157,7 +170,9 @@ protected:
 					       std::to_string(inode_of(mount + "/" + env().cgroup_parent)), "--cgroup-id",
 					       std::to_string(inode_of(env().sandbox_cgroup(sib))), "--pin",
 					       env().bpf_dir + "/maps/al_latch", "--pin", env().bpf_dir + "/maps/al_sandboxes"});
-		Proc& runner = env().start_run(s);
+		std::vector<std::string> exec_argv = env().airlock_argv({"exec", atk, "--"});
+		exec_argv.insert(exec_argv.end(), s.cmd.begin(), s.cmd.end());
+		Proc& runner = via_exec ? env().start(env().topo->in_client(exec_argv), "exec-" + atk) : env().start_run(s);
 		ASSERT_TRUE(wait_until([&] { return exists(progress) || !runner.running(); }, 60s)) << runner.describe();
 		ASSERT_TRUE(exists(progress)) << runner.describe();
 		// Read from outside: where the process really is.
@@ -241,6 +256,8 @@ protected:
 		// The sibling was never joined.
 		for (pid_t p : cgroup_pids(env().sandbox_cgroup(sib)))
 			EXPECT_EQ(read_file(fmt::format("/proc/{}/cmdline", p)).find(marker), std::string::npos);
+		if (via_exec)
+			return;  // exec writes no sandbox-start line
 		json start;
 		for (const auto& j : events(lines, "sandbox-start"))
 			if (j.value("sandbox", "") == atk)
@@ -262,6 +279,11 @@ TEST_F(ContainmentRoot, UidZeroStaysInItsCgroupWithNsdelegateToggled)
 	NsdelegateToggled t;
 	ASSERT_TRUE(t.ok()) << "could not remount " << cgroup2_mount() << " with nsdelegate=" << t.now();
 	escape_attempts("toggled");
+}
+
+TEST_F(ContainmentRoot, UidZeroStaysInItsCgroupThroughExec)
+{
+	escape_attempts("exec", true);
 }
 
 // The legitimate twin: uid 0 makes a child cgroup inside its own sandbox
