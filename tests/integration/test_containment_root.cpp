@@ -303,6 +303,34 @@ TEST_F(ContainmentRoot, UidZeroCanUseAChildCgroupOfItsSandbox)
 	EXPECT_TRUE(Logged(env().audit(), Violation("connect4", "no-rule", kDenied4, 9022), n));
 }
 
+// airlock's init in the command's PID namespace: a signal sent to `airlock
+// run` reaches the command, whose own status comes back; orphans are reaped.
+TEST_F(ContainmentRoot, InitForwardsSignalsAndReapsOrphans)
+{
+	std::string ready = env().path("ready"), got = env().path("got");
+	RunSpec s;
+	s.policy = env().write_policy("init.json", base_policy("it-init"));
+	s.name = name("init");
+	s.cmd = {"/bin/sh", "-c",
+		 "trap 'echo term > " + got + "; exit 7' TERM; echo > " + ready + "; while :; do sleep 0.05; done"};
+	Proc& runner = env().start_run(s);
+	ASSERT_TRUE(wait_until([&] { return exists(ready) || !runner.running(); }, 10s)) << runner.describe();
+	::kill(runner.pid(), SIGTERM);
+	auto st = runner.wait(10s);
+	ASSERT_TRUE(st) << runner.describe();
+	EXPECT_EQ(*st, 7) << runner.describe();
+	EXPECT_EQ(read_file(got), "term\n");
+
+	// 50 orphans that exit at once: none is left a zombie in the namespace.
+	RunResult rr = run(name("orphans"),
+			   {"/bin/sh", "-c",
+			    "for i in $(seq 50); do (true &); done; sleep 0.5; "
+			    "grep -l '^State:.Z' /proc/[0-9]*/status 2>/dev/null | wc -l"},
+			   base_policy("it-init"));
+	EXPECT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_EQ(rr.r.out, "0\n") << rr.describe();
+}
+
 // ---- socket families ----------------------------------------------------------
 
 const std::vector<std::string> kRefused = {"netlink", "packet", "rds",   "can",          "tipc",     "bluetooth",
