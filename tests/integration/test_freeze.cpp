@@ -44,9 +44,20 @@ protected:
 			<< "the client never started";
 		ASSERT_TRUE(exists(dir() + "/pids.json")) << runner.describe();
 		json p = json::parse(read_file(dir() + "/pids.json"));
-		main_pid_ = p["main"].get<pid_t>();
-		child_pid_ = p["child"].get<pid_t>();
 		auto pids = cgroup_pids(env().sandbox_cgroup(name));
+		// The client reports pids of its own PID namespace: the last of NSpid.
+		auto host_pid = [&](pid_t inner) {
+			for (pid_t h : pids) {
+				std::string st = read_file(fmt::format("/proc/{}/status", h));
+				auto at = st.find("NSpid:");
+				std::string line = at == std::string::npos ? "" : st.substr(at, st.find('\n', at) - at);
+				if (!line.empty() && std::stoi(line.substr(line.find_last_of(" \t") + 1)) == inner)
+					return h;
+			}
+			return pid_t(-1);
+		};
+		main_pid_ = host_pid(p["main"].get<pid_t>());
+		child_pid_ = host_pid(p["child"].get<pid_t>());
 		EXPECT_NE(std::find(pids.begin(), pids.end(), main_pid_), pids.end()) << "main not in the sandbox";
 		EXPECT_NE(std::find(pids.begin(), pids.end(), child_pid_), pids.end()) << "child not in the sandbox";
 		ASSERT_TRUE(heartbeats_advance()) << "the client's heartbeats do not advance before any violation";
@@ -190,7 +201,9 @@ TEST_F(Freeze, LatchDeniesEveryLaterSendOfTheSameSyscall)
 	// all of them reach the kernel before the agent can have frozen anything,
 	// so only the in-kernel latch can stop the 20.
 	std::string name = "u" + env().id;
-	std::string policy = env().write_policy("freeze.json", base_policy("it-freeze", "freeze"));
+	json p = base_policy("it-freeze", "freeze");
+	p["io_uring"] = true;  // refused by default
+	std::string policy = env().write_policy("freeze.json", p);
 	std::string prefix = env().marker("latch");
 	Proc& runner = start_client(name, policy, prefix, true);
 	std::string cg = env().sandbox_cgroup(name);

@@ -10,6 +10,7 @@
 #include <functional>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
 #include "ops/control.h"
@@ -106,6 +107,12 @@ int cmd_attach(const Paths& paths, const AttachOptions& o)
 	// A relative cgroup path is relative to the cgroup2 mount, for both.
 	json req = {{"cmd", "attach"}, {"name", n.name},     {"policy", n.policy_file}, {"audit_log", n.audit_log},
 		    {"log_allowed", n.log_allowed}, {"cgroup", n.cgroup}, {"pid", n.pid}};
+	// Judged before attaching: a bad target is reported by the attach itself.
+	try {
+		for (const auto& w : ops::escape_warnings(resolve_attach_target(paths, n.cgroup, n.pid)))
+			spdlog::warn("{}", w);
+	} catch (const std::exception&) {
+	}
 	return via_daemon(paths, req, [&] {
 		std::string msg;
 		ops::add(paths, n, &msg);

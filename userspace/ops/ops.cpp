@@ -6,6 +6,9 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <sstream>
+#include <cstring>
+#include <linux/capability.h>
 
 #include "events/audit.h"
 #include "kernel/kernel.h"
@@ -84,12 +87,78 @@ std::string default_name(const std::string& cgroup_path)
 	return base;
 }
 
+std::string status_field(const std::string& status, const char* key)
+{
+	auto at = status.find(std::string("\n") + key + ":");
+	if (at == std::string::npos)
+		return "";
+	at += std::strlen(key) + 2;
+	auto end = status.find('\n', at);
+	std::string v = status.substr(at, end == std::string::npos ? std::string::npos : end - at);
+	v.erase(0, v.find_first_not_of(" \t"));
+	return v;
+}
+
+// Why pid could leave cgroup (relative to the cgroup2 root), or "".
+std::string escape_reason(int pid, const std::string& relative)
+{
+	std::string status = read_file(fmt::format("/proc/{}/status", pid)).value_or("");
+	if (status.empty())
+		return "";
+	uint64_t eff = std::strtoull(status_field(status, "CapEff").c_str(), nullptr, 16);
+	if (eff & (1ull << CAP_SYS_ADMIN))
+		return "it holds CAP_SYS_ADMIN";
+	std::istringstream uids(status_field(status, "Uid"));
+	bool uid0 = false;
+	for (std::string u; uids >> u;)
+		uid0 |= u == "0";
+	if (!uid0)
+		return "";
+	// Read from the initial cgroup namespace, the root of a cgroup2 mount
+	// is its path on the whole hierarchy.
+	std::istringstream mi(read_file(fmt::format("/proc/{}/mountinfo", pid)).value_or(""));
+	for (std::string line; std::getline(mi, line);) {
+		auto sep = line.find(" - ");
+		if (sep == std::string::npos)
+			continue;
+		std::istringstream head(line.substr(0, sep)), tail(line.substr(sep + 3));
+		std::string id, parent, dev, root, point, fstype;
+		head >> id >> parent >> dev >> root >> point;
+		tail >> fstype;
+		if (fstype == "bpf")
+			return "it runs as uid 0 and sees a bpf mount (" + point + ")";
+		if (fstype == "cgroup2" && root != relative && root.rfind(relative + "/", 0) != 0)
+			return "it runs as uid 0 and sees a cgroup2 mount rooted outside it (" + point + ")";
+	}
+	return "";
+}
+
 }  // namespace
 
 json unix_coverage(const kernel::Kernel& k, const SandboxRecord& r)
 {
 	return {{"hooks", k.has_prog(kernel::ConnectUnix) ? "kernel" : "unavailable"},
 		{"abstract", r.abstract_scoped ? "landlock-scoped" : "rules-only"}};
+}
+
+std::vector<std::string> escape_warnings(const std::string& cgroup_path)
+{
+	std::vector<std::string> out;
+	const std::string& mount = cgroup::mount_point();
+	std::string relative = cgroup_path.size() > mount.size() ? cgroup_path.substr(mount.size()) : "/";
+	std::error_code ec;
+	std::vector<std::string> dirs = {cgroup_path};
+	for (auto it = std::filesystem::recursive_directory_iterator(cgroup_path, ec);
+	     !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+		if (it->is_directory(ec))
+			dirs.push_back(it->path().string());
+	for (const auto& d : dirs) {
+		std::istringstream procs(read_file(d + "/cgroup.procs").value_or(""));
+		for (int pid; procs >> pid;)
+			if (std::string why = escape_reason(pid, relative); !why.empty())
+				out.push_back(fmt::format("process {} could leave the sandbox: {}", pid, why));
+	}
+	return out;
 }
 
 json status(const Paths& paths)

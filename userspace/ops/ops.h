@@ -3,6 +3,7 @@
 // when no daemon is up; the daemon runs them for its control socket. Each
 // returns the line to show, or throws (PolicyRejected for a bad policy).
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,12 @@ struct NewSandbox {
 	bool managed = false;  // made through the daemon, which supervises it
 	int runner_pid = 0;    // `airlock run` through the daemon
 };
+// One line per process of the cgroup (and its descendants) that could move
+// itself out of it: CAP_SYS_ADMIN in its effective set, or uid 0 with a
+// cgroup2 mount rooted outside the cgroup or a bpf mount in its mount
+// namespace.
+std::vector<std::string> escape_warnings(const std::string& cgroup);
+
 // Enforces a policy on an existing cgroup, or makes a new one.
 SandboxRecord add(const Paths&, const NewSandbox&, std::string* message);
 

@@ -516,6 +516,26 @@ public:
 		}
 	}
 
+	// The list replaces the default: what is not named is refused.
+	void families(const json& v, const std::string& path, uint64_t& mask)
+	{
+		if (!expect(v, path, v.is_array(), "an array"))
+			return;
+		mask = 0;
+		for (size_t i = 0; i < v.size(); i++) {
+			std::string ip = join(path, std::to_string(i));
+			if (!expect(v[i], ip, v[i].is_string(), "a string"))
+				continue;
+			int af = family_number(v[i].get<std::string>());
+			if (af < 0)
+				error(ip, fmt::format("{} is not a socket family airlock knows (inet, inet6, unix, netlink, "
+						      "packet, vsock, ...)",
+						      shown(v[i])));
+			else
+				mask |= 1ull << af;
+		}
+	}
+
 	ParseResult document(std::string_view text)
 	{
 		ParseResult res;
@@ -532,7 +552,8 @@ public:
 		}
 		Policy p;
 		p.source = file_;
-		unknown_keys(doc, "", {"version", "name", "description", "mode", "on_violation", "rules", "dns"});
+		unknown_keys(doc, "",
+			     {"version", "name", "description", "mode", "on_violation", "rules", "dns", "families", "io_uring"});
 		if (!doc.contains("version"))
 			error("version", "missing");
 		else if (const json& v = doc["version"];
@@ -591,6 +612,13 @@ public:
 		}
 		if (doc.contains("dns"))
 			dns(doc["dns"], "dns", p.dns);
+		if (doc.contains("families"))
+			families(doc["families"], "families", p.families);
+		if (doc.contains("io_uring")) {
+			const json& u = doc["io_uring"];
+			if (expect(u, "io_uring", u.is_boolean(), "a boolean"))
+				p.io_uring = u.get<bool>();
+		}
 		res.errors = errors_;
 		if (errors_.empty())
 			res.policy = std::move(p);
@@ -672,6 +700,42 @@ bool allows_outside_abstract(const Policy& p)
 std::string format_unix(const UnixTarget& u)
 {
 	return (u.abstract ? "@" : "") + u.bytes + (u.prefix ? "*" : "");
+}
+
+namespace {
+
+// linux/socket.h, AF_UNIX (1) to AF_MCTP (45).
+constexpr const char* kFamilyNames[kFamilyMax] = {
+	nullptr,     "unix",  "inet",     "ax25",     "ipx",    "appletalk", "netrom",     "bridge",
+	"atmpvc",    "x25",   "inet6",    "rose",     "decnet", "netbeui",   "security",   "key",
+	"netlink",   "packet", "ash",     "econet",   "atmsvc", "rds",       "sna",        "irda",
+	"pppox",     "wanpipe", "llc",    "ib",       "mpls",   "can",       "tipc",       "bluetooth",
+	"iucv",      "rxrpc", "isdn",     "phonet",   "ieee802154", "caif",  "alg",        "nfc",
+	"vsock",     "kcm",   "qipcrtr",  "smc",      "xdp",    "mctp",
+};
+
+}  // namespace
+
+const char* family_name(unsigned af)
+{
+	return af < kFamilyMax ? kFamilyNames[af] : nullptr;
+}
+
+int family_number(std::string_view name)
+{
+	for (unsigned af = 1; af < kFamilyMax; af++)
+		if (name == kFamilyNames[af])
+			return static_cast<int>(af);
+	return -1;
+}
+
+std::vector<std::string> family_names(uint64_t mask)
+{
+	std::vector<std::string> out;
+	for (unsigned af = 1; af < kFamilyMax; af++)
+		if (mask & (1ull << af))
+			out.push_back(kFamilyNames[af]);
+	return out;
 }
 
 std::string describe(const Rule& r)

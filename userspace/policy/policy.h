@@ -56,6 +56,19 @@ struct DnsPolicy {
 	unsigned max_ttl = 3600;           // and at most (seconds)
 };
 
+// Socket families by AF_* number, for the "families" key: every family of
+// linux/socket.h up to AF_MAX (46 on 6.18). AF_UNSPEC has no name: socket()
+// refuses it anyway.
+inline constexpr unsigned kFamilyMax = 46;
+// The name of AF_* number af, or nullptr.
+const char* family_name(unsigned af);
+// The AF_* number of a name, or -1.
+int family_number(std::string_view name);
+// inet, inet6, unix.
+inline constexpr uint64_t kDefaultFamilies = (1ull << 1) | (1ull << 2) | (1ull << 10);
+// "inet", "inet6", "unix" for a mask, in AF_* order.
+std::vector<std::string> family_names(uint64_t mask);
+
 struct Policy {
 	int version = 1;
 	std::string name, description;
@@ -63,6 +76,12 @@ struct Policy {
 	OnViolation on_violation = OnViolation::Deny;
 	std::vector<Rule> rules;
 	DnsPolicy dns;
+	// Bit N: processes airlock starts may create sockets of AF_* family N
+	// (a seccomp filter on socket() and socketpair(); the rest fail EPERM).
+	uint64_t families = kDefaultFamilies;
+	// io_uring_setup is allowed: IORING_OP_SOCKET makes sockets of any
+	// family without the socket() syscall, so it is off unless asked for.
+	bool io_uring = false;
 	std::string source;  // the file it came from
 };
 

@@ -12,7 +12,7 @@
 
 #include "policy/compile.h"
 #include "sandbox/cgroup.h"
-#include "sandbox/landlock.h"
+#include "sandbox/launch.h"
 #include "util/files.h"
 
 namespace airlock {
