@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <optional>
 #include <set>
 
 #include "fixture.h"
@@ -59,6 +60,29 @@ struct Query {
 	{
 		return be16(id) + be16(flags) + be16(qd) + be16(an) + be16(ns) + be16(ar) +
 		       (qname_wire.empty() ? wire_name(name) : qname_wire) + be16(type) + be16(cls) + after;
+	}
+};
+
+// An EDNS option: code, length, data.
+std::string opt(unsigned code, const std::string& data)
+{
+	return be16(code) + be16(data.size()) + data;
+}
+
+// An EDNS OPT record: root owner, type 41, the UDP size in the class, the
+// TTL (extended RCODE, version, flags), rdlength (the options' length
+// unless given).
+struct Opt {
+	unsigned size = 1232, ext_rcode = 0, version = 0, flags = 0;
+	std::string options;
+	std::optional<unsigned> rdlen;
+	std::string owner = std::string(1, '\0');
+	unsigned type = 41;
+	std::string bytes() const
+	{
+		return owner + be16(type) + be16(size) + std::string(1, static_cast<char>(ext_rcode)) +
+		       std::string(1, static_cast<char>(version)) + be16(flags) + be16(rdlen.value_or(options.size())) +
+		       options;
 	}
 };
 
@@ -169,8 +193,47 @@ protected:
 		return json();
 	}
 
+	struct Case {
+		std::string what;
+		Query q;
+		int verdict;         // 1 leaves, 0 dropped
+		std::string reason;  // of the audit decision
+	};
+
+	// Each query from its own port through al_egress: the verdict and the
+	// reason of its audit decision (found by the query id) must be exact.
+	void judge(const std::string& name, std::vector<Case> cases, unsigned first_id)
+	{
+		std::vector<std::pair<std::string, std::string>> pkts;
+		for (size_t i = 0; i < cases.size(); i++) {
+			cases[i].q.id = first_id + i;
+			pkts.push_back({"al_egress", udp4(kSandboxIp, kResolver, 45000 + i, 53, cases[i].q.bytes())});
+		}
+		auto verdicts = run_packets(name, pkts);
+		for (size_t i = 0; i < cases.size(); i++) {
+			EXPECT_EQ(verdicts[i], cases[i].verdict) << cases[i].what;
+			json d = decision_for(cases[i].q.id);
+			ASSERT_TRUE(d.is_object()) << cases[i].what << ": no audit line\n" << dump_lines(env().audit());
+			EXPECT_EQ(d.value("reason", ""), cases[i].reason) << cases[i].what << ": " << d.dump();
+			EXPECT_EQ(d.value("violation", false), cases[i].verdict == 0) << cases[i].what << ": " << d.dump();
+			EXPECT_EQ(d.value("qname", ""), "allowed.test") << cases[i].what << ": " << d.dump();
+		}
+	}
+
 	std::string policy_;
 };
+
+constexpr unsigned kCookie = 10, kNsid = 3, kPadding = 12;
+const std::string kMarker = "EXFILTRATE-ME!";  // 14 bytes of anything
+
+Query with_opt(const Opt& o, unsigned flags = 0x0100)
+{
+	Query q;
+	q.flags = flags;
+	q.ar = 1;
+	q.after = o.bytes();
+	return q;
+}
 
 TEST_F(DnsParser, QueriesAreJudgedByteByByte)
 {
@@ -217,11 +280,20 @@ TEST_F(DnsParser, QueriesAreJudgedByteByByte)
 	q.name = "aaaaaaaaaaaaaaaaaaaa.aaaaaaa.allowed.test";  // 41
 	add("name over max_name_length", q, 0, "dns-length");
 	q = Query{};
-	q.ar = 1;
-	q.after = opt_rr(12);
-	add("EDNS OPT with a cookie", q, 1, "dns-allow");
-	q.after = opt_rr(200);
-	add("EDNS OPT with 200 option bytes", q, 0, "dns-malformed");
+	q.flags = 0x0500;
+	add("AA set in a query", q, 0, "dns-malformed");
+	q.flags = 0x0300;
+	add("TC set in a query", q, 0, "dns-malformed");
+	q.flags = 0x0180;
+	add("RA set in a query", q, 0, "dns-malformed");
+	q.flags = 0x0140;
+	add("the Z bit set", q, 0, "dns-malformed");
+	q.flags = 0x0101;
+	add("an RCODE in a query", q, 0, "dns-malformed");
+	q.flags = 0x0130;
+	add("AD and CD (dig sets AD)", q, 1, "dns-allow");
+	q.flags = 0x0000;
+	add("RD clear", q, 1, "dns-allow");
 	q = Query{};
 	q.qname_wire = std::string("\x07" "allowed" "\xc0\x0c", 10);
 	add("compression pointer in the question", q, 0, "dns-malformed");
@@ -281,7 +353,129 @@ TEST_F(DnsParser, QueriesAreJudgedByteByByte)
 	EXPECT_EQ(decision_for(0x1001).value("qname", ""), "allowed.test");
 	EXPECT_EQ(decision_for(0x1003).value("qname", ""), "badallowed.test");
 	EXPECT_EQ(decision_for(0x1006).value("qtype", ""), "TXT");
-	EXPECT_TRUE(decision_for(0x1000 + 16).value("qname", json()).is_null()) << "an unparsed name is null";
+	EXPECT_TRUE(decision_for(0x1000 + 21).value("qname", json()).is_null()) << "an unparsed name is null";
+}
+
+// The default dns block: options {"COOKIE": 8}, sizes 512, 1200, 1220,
+// 1232, 4096, DO allowed. Every way an OPT record could carry more than
+// that is dropped with dns-edns, and the real clients' queries leave.
+TEST_F(DnsParser, EdnsIsWalkedOptionByOption)
+{
+	std::vector<Case> cases;
+	auto add = [&](std::string what, Query q, int verdict, std::string reason) {
+		cases.push_back({std::move(what), std::move(q), verdict, std::move(reason)});
+	};
+	const std::string cookie("\x56\x9f\xdd\x65\x90\xe2\xc9\xae", 8);
+	Opt o;
+	o.options = opt(kCookie, cookie);
+	add("dig 9.18's default: RD AD, 1232, an 8-byte client cookie", with_opt(o, 0x0120), 1, "dns-allow");
+	o.flags = 0x8000;
+	add("dig +dnssec: the DO bit", with_opt(o, 0x0120), 1, "dns-allow");
+	Opt glibc;
+	glibc.size = 1200;
+	add("glibc with options edns0: no option, 1200", with_opt(glibc), 1, "dns-allow");
+	o = Opt{};
+	o.size = 512;
+	add("the smallest size, no option", with_opt(o), 1, "dns-allow");
+
+	o = Opt{};
+	o.options = opt(kCookie, cookie + "X");
+	add("a 9-byte cookie", with_opt(o), 0, "dns-edns");
+	o.options = opt(kCookie, cookie + kMarker.substr(0, 8));
+	add("a cookie with a server cookie (16 bytes)", with_opt(o), 0, "dns-edns");
+	o.options = opt(kCookie, cookie) + opt(kCookie, cookie);
+	add("the cookie twice", with_opt(o), 0, "dns-edns");
+	o.options = opt(65001, kMarker);
+	add("an unknown option code carrying the marker", with_opt(o), 0, "dns-edns");
+	o.options = opt(kNsid, "");
+	add("NSID, not listed", with_opt(o), 0, "dns-edns");
+	o.options = opt(kPadding, std::string(8, '\0'));
+	add("padding, not listed", with_opt(o), 0, "dns-edns");
+	o.options = opt(kCookie, cookie);
+	o.rdlen = 10;
+	add("rdlength short of the options", with_opt(o), 0, "dns-edns");
+	o.rdlen = 14;
+	add("rdlength past the end", with_opt(o), 0, "dns-edns");
+	o = Opt{};
+	o.options = be16(kCookie) + be16(20) + cookie;
+	add("an option length past rdlength", with_opt(o), 0, "dns-edns");
+	o.options = opt(kCookie, cookie) + std::string("\x00", 1);
+	add("a stray byte after the last option", with_opt(o), 0, "dns-edns");
+	o = Opt{};
+	o.options = opt(kCookie, cookie);
+	Query two = with_opt(o);
+	two.ar = 2;
+	two.after = o.bytes() + o.bytes();
+	add("two OPT records", two, 0, "dns-edns");
+	Query trailing = with_opt(o);
+	trailing.after += kMarker;
+	add("bytes after the OPT record", trailing, 0, "dns-edns");
+	o.version = 1;
+	add("EDNS version 1", with_opt(o), 0, "dns-edns");
+	o.version = 0;
+	o.ext_rcode = 1;
+	add("an extended RCODE in a query", with_opt(o), 0, "dns-edns");
+	o.ext_rcode = 0;
+	o.flags = 0x4000;
+	add("a Z flag bit", with_opt(o), 0, "dns-edns");
+	o.flags = 0x0001;
+	add("the lowest Z flag bit", with_opt(o), 0, "dns-edns");
+	o.flags = 0;
+	o.size = 1337;
+	add("a UDP size not listed (16 free bits otherwise)", with_opt(o), 0, "dns-edns");
+	o.size = 1232;
+	o.owner = wire_name("allowed.test");
+	add("an OPT owner that is not the root", with_opt(o), 0, "dns-edns");
+	o.owner = std::string(1, '\0');
+	o.type = 1;
+	add("an A record in the additional section", with_opt(o), 0, "dns-edns");
+	o = Opt{};
+	Query cut = with_opt(o);
+	cut.after = cut.after.substr(0, 8);
+	add("an OPT record cut short", cut, 0, "dns-edns");
+	o.options = opt(65001, std::string(196, 'x'));
+	add("200 option bytes", with_opt(o), 0, "dns-edns");
+	judge("e" + env().id, cases, 0x5000);
+}
+
+// The policy decides: padding allowed (all zeros only), DO refused, one
+// size; and "edns": false refuses the OPT record itself.
+TEST_F(DnsParser, EdnsFollowsThePolicy)
+{
+	json p = json::parse(read_file(policy_));
+	p["dns"]["edns"] = {{"options", {{"PADDING", 32}, {"65001", 4}}}, {"udp_sizes", {1400}}, {"dnssec_ok", false}};
+	policy_ = env().write_policy("edns.json", p);
+	std::vector<Case> cases;
+	auto add = [&](std::string what, Query q, int verdict, std::string reason) {
+		cases.push_back({std::move(what), std::move(q), verdict, std::move(reason)});
+	};
+	Opt o;
+	o.size = 1400;
+	o.options = opt(kPadding, std::string(32, '\0'));
+	add("32 bytes of zero padding", with_opt(o), 1, "dns-allow");
+	o.options = opt(kPadding, std::string(31, '\0') + "\x01");
+	add("padding with a one in it", with_opt(o), 0, "dns-edns");
+	o.options = opt(kPadding, std::string(33, '\0'));
+	add("33 bytes of padding", with_opt(o), 0, "dns-edns");
+	o.options = opt(65001, "abcd") + opt(kPadding, std::string(4, '\0'));
+	add("a listed numeric code, then padding", with_opt(o), 1, "dns-allow");
+	o.options = opt(kCookie, std::string(8, 'c'));
+	add("a cookie, not listed here", with_opt(o), 0, "dns-edns");
+	o.options = "";
+	o.flags = 0x8000;
+	add("DO while dnssec_ok is false", with_opt(o), 0, "dns-edns");
+	o.flags = 0;
+	o.size = 1232;
+	add("1232, not listed here", with_opt(o), 0, "dns-edns");
+	judge("f" + env().id, cases, 0x5100);
+
+	p["dns"]["edns"] = false;
+	policy_ = env().write_policy("noedns.json", p);
+	cases.clear();
+	add("no OPT record", Query{}, 1, "dns-allow");
+	Opt plain;
+	add("an OPT record while edns is false", with_opt(plain), 0, "dns-edns");
+	judge("g" + env().id, cases, 0x5200);
 }
 
 TEST_F(DnsParser, AnswersAreLearnedOnlyForQueriesSent)
@@ -332,7 +526,8 @@ TEST_F(DnsParser, AnswersAreLearnedOnlyForQueriesSent)
 		if (j.value("dropped", false)) {
 			dropped++;
 			dropped_from.insert(j.value("from", ""));
-			EXPECT_EQ(j.value("reason", ""), "dns-unsolicited") << j.dump();
+			EXPECT_EQ(j.value("reason", ""), j.value("qid", 0) == 0x3002 ? "dns-malformed" : "dns-unsolicited")
+				<< j.dump();
 		} else if (j.value("learned", false)) {
 			learned.insert(j.value("addr", ""));
 			EXPECT_EQ(j.value("qname", ""), "www.allowed.test") << j.dump();

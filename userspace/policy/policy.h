@@ -33,6 +33,13 @@ struct Rule {
 	std::string comment;
 };
 
+// An EDNS option a query may carry, at most once, with at most max_length bytes.
+struct EdnsOption {
+	uint16_t code = 0;
+	uint16_t max_length = 0;
+	bool operator==(const EdnsOption&) const = default;
+};
+
 struct DnsPolicy {
 	std::vector<Address> resolvers;
 	std::vector<std::string> types = {"A", "AAAA", "CNAME"};
@@ -43,7 +50,17 @@ struct DnsPolicy {
 	unsigned query_burst = 200;        // and how many may come at once
 	unsigned min_ttl = 30;             // learned addresses live this long at least,
 	unsigned max_ttl = 3600;           // and at most (seconds)
+	// EDNS (docs/dns.md, "What a query may carry"): what the stub resolvers
+	// in use send. dig: COOKIE 8 bytes, 1232, DO with +dnssec; glibc: no
+	// option, 1200.
+	bool edns = true;
+	std::vector<EdnsOption> edns_options = {{10, 8}};
+	std::vector<uint16_t> edns_udp_sizes = {512, 1200, 1220, 1232, 4096};
+	bool edns_dnssec_ok = true;
 };
+
+// "COOKIE" -> 10; a decimal code string -> that code.
+std::optional<uint16_t> edns_option_code(const std::string& name);
 
 struct Policy {
 	int version = 1;
