@@ -1083,5 +1083,134 @@ TEST_F(Dns, LearnedAddressExpiresWithItsClampedTtl)
 	EXPECT_GE(learned(name, "e.allowed.test", kAllowed4), 2u) << dump_lines(env().audit());
 }
 
+// dig as it comes (9.18: EDNS with an 8-byte client cookie, AD set) through
+// the real resolver; its answer opens the address on the first connect.
+TEST_F(Dns, DigWithItsDefaultEdnsCookieResolvesAndConnects)
+{
+	DnsWorld& w = world();
+	std::string policy = env().write_policy("digedns.json", standard_dns_policy("it-dns-digedns"));
+	std::string name = sandbox("digedns");
+	std::string qname = env().marker("dige") + ".allowed.test", m = env().marker("after-dig");
+	auto rr = sandboxed(name, policy,
+			    Sequence({dig("dig-default", qname, "A"), env().py("tcp_send.py", {dest4(kAllowed4, 9000), m})}),
+			    Opts().allowed());
+	json dr = result(rr, "dig-default");
+	EXPECT_EQ(dr.value("out", ""), "10.77.0.2\n") << dr.dump();
+	EXPECT_TRUE(Ok(result(rr, m))) << result(rr, m).dump();
+	EXPECT_TRUE(ArrivedIntact(env(), m));
+	ASSERT_TRUE(w.resolver().fence());
+	EXPECT_EQ(w.resolver().count(lower(qname), "A"), 1u) << w.resolver().log();
+	// What left was dig's EDNS query with its cookie: the capture shows it.
+	size_t with_cookie = 0;
+	for (const auto& f : wire_frames(env()))
+		if (f.dport == 53 && wire_qname(f) == lower(qname) &&
+		    f.payload.find(std::string("\x00\x0a\x00\x08", 4)) != std::string::npos)
+			with_cookie++;
+	EXPECT_EQ(with_cookie, 1u);
+	EXPECT_TRUE(NoDnsDenialFor(name, {lower(qname)}));
+	EXPECT_GE(learned(name, lower(qname), kAllowed4), 1u) << dump_lines(env().audit());
+}
+
+// An allowed name whose EDNS option carries a marker: dropped before it
+// leaves (EPERM), never at the resolver or on the wire, recorded as dns-edns;
+// the same query with an 8-byte cookie in its place is answered.
+TEST_F(Dns, EdnsOptionBytesNeverLeaveUnlisted)
+{
+	DnsWorld& w = world();
+	std::string policy = env().write_policy("edns.json", standard_dns_policy("it-dns-edns"));
+	std::string name = sandbox("edns");
+	auto with_opt = [](const std::string& qname, uint16_t id, const std::string& options) {
+		std::string m = dns_query_bytes(qname, 1, id);
+		m[11] = 1;  // ARCOUNT
+		auto be16 = [](unsigned v) { return std::string{static_cast<char>(v >> 8), static_cast<char>(v & 0xff)}; };
+		m += std::string(1, '\0') + be16(41) + be16(1232) + std::string(4, '\0') + be16(options.size()) + options;
+		return m;
+	};
+	auto opt = [](unsigned code, const std::string& data) {
+		return std::string{static_cast<char>(code >> 8), static_cast<char>(code & 0xff), 0,
+				   static_cast<char>(data.size())} +
+		       data;
+	};
+	auto hexof = [](const std::string& b) {
+		std::string o;
+		for (unsigned char c : b)
+			o += fmt::format("{:02x}", c);
+		return o;
+	};
+	std::string m1 = env().marker("edns-unk"), m2 = env().marker("edns-ck"), twin = env().marker("edns-ok");
+	std::string n1 = "one.edns.allowed.test", n2 = "two.edns.allowed.test", nt = "twin.edns.allowed.test";
+	json specs = json::array({
+		{{"case", "hex"}, {"marker", m1}, {"hex", hexof(with_opt(n1, 0x7101, opt(65001, m1)))}},
+		// A client cookie and a server cookie: 8 + 16 bytes, more than the 8 the policy lists.
+		{{"case", "hex"}, {"marker", m2}, {"hex", hexof(with_opt(n2, 0x7102, opt(10, "c00k1e!!" + m2.substr(0, 16))))}},
+		{{"case", "hex"}, {"marker", twin}, {"hex", hexof(with_opt(nt, 0x7103, opt(10, "c00k1e!!")))}},
+	});
+	ASSERT_GE(m2.size(), 16u);
+	auto rr = sandboxed(name, policy, raw(specs, {"--wait", "1.0"}));
+	for (const auto& m : {m1, m2}) {
+		SCOPED_TRACE(m);
+		json r = result(rr, m);
+		expect_eperm(r, m);
+		EXPECT_TRUE(NeverSentFrom(w, r.value("sport", 0)));
+		EXPECT_TRUE(NothingArrived(env(), m.substr(0, 16)));  // no frame anywhere carried its bytes
+	}
+	expect_answered(result(rr, twin), "the same query with an 8-byte cookie");
+	EXPECT_TRUE(NeverQueried(w, n1));
+	EXPECT_TRUE(NeverQueried(w, n2));
+	EXPECT_EQ(w.resolver().count(nt, "A"), 1u);
+	auto lines = env().audit();
+	EXPECT_TRUE(DnsLogged(lines, DnsDenied("dns-edns", name, n1, "A"), 1));
+	EXPECT_TRUE(DnsLogged(lines, DnsDenied("dns-edns", name, n2, "A"), 1));
+	EXPECT_TRUE(NoDnsDenialFor(name, {nt}));
+}
+
+// Answers from a resolver that adds records of other owners: only the
+// question's records (and its CNAME chain's) teach; an address named by
+// evil.example or by another allowed name stays closed, and the dns-answer
+// line says why. The same address opens when it ends the question's chain
+// (compressed, letter case changed).
+TEST_F(Dns, AnswerRecordsOffTheChainTeachNothing)
+{
+	DnsWorld& w = world();
+	FakeResolver& fake = w.start_fake("good");
+	std::string policy = env().write_policy(
+		"offchain.json",
+		dns_policy("it-dns-offchain", json::array({allow_domain("*.allowed.test")}), dns_block({kFakeResolver4})));
+	for (std::string mode : {"extra", "extra-allowed", "chain"}) {
+		SCOPED_TRACE(mode);
+		fake.set_mode(mode);
+		std::string name = sandbox(mode.substr(0, 10));
+		std::string qname = mode + ".oc.allowed.test";
+		std::string m = env().marker(mode.substr(0, 8));
+		auto rr = sandboxed(name, policy,
+				    env().py("dns_spoof_client.py", {"--server", kFakeResolver4, "--name", qname, "--wait",
+								     "1.0", "--connect", dest4(kDenied4, 9000), "--marker", m}),
+				    Opts().allowed());
+		json out = rr.last();
+		ASSERT_TRUE(out.contains("received")) << rr.describe();
+		ASSERT_EQ(out["received"].size(), 1u) << "the answer itself is delivered: " << out.dump();
+		json r = result(rr, m);
+		std::set<std::string> learned_addrs, off_chain;
+		for (const auto& j : sandbox_events("dns-answer", name)) {
+			if (j.value("learned", false))
+				learned_addrs.insert(j.value("addr", ""));
+			else if (j.value("reason", "") == "dns-off-chain")
+				off_chain.insert(j.value("addr", ""));
+		}
+		if (mode == "chain") {
+			EXPECT_TRUE(Ok(r)) << "the chain's end must open: " << r.dump();
+			EXPECT_TRUE(ArrivedIntact(env(), m));
+			EXPECT_EQ(learned_addrs, std::set<std::string>{kDenied4}) << dump_lines(env().audit());
+			EXPECT_TRUE(off_chain.empty()) << dump_lines(env().audit());
+			continue;
+		}
+		EXPECT_EQ(Errno(r), "EPERM") << "an off-chain record opened " << kDenied4 << ": " << r.dump();
+		EXPECT_TRUE(NothingArrived(env(), m));
+		EXPECT_TRUE(Logged(env().audit(), Violation("connect4", "no-rule", kDenied4, 9000), name));
+		EXPECT_EQ(learned_addrs, std::set<std::string>{kAllowed4}) << dump_lines(env().audit());
+		EXPECT_EQ(off_chain, std::set<std::string>{kDenied4}) << dump_lines(env().audit());
+	}
+}
+
 }  // namespace
 }  // namespace it

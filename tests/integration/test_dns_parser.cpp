@@ -541,6 +541,169 @@ TEST_F(DnsParser, AnswersAreLearnedOnlyForQueriesSent)
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 }
 
+// An answer built record by record: header, the question as given (wire
+// form), then the records.
+struct Answer {
+	unsigned id = 0;
+	std::string qname_wire;
+	std::vector<std::string> rrs;
+	std::string bytes() const
+	{
+		std::string out = be16(id) + be16(0x8180) + be16(1) + be16(rrs.size()) + be16(0) + be16(0) + qname_wire +
+				  be16(1) + be16(1);
+		for (const auto& r : rrs)
+			out += r;
+		return out;
+	}
+	// Where the next record will start.
+	size_t next() const { return bytes().size(); }
+	// Where the rdata of the next record starts, given its owner's bytes.
+	size_t next_rdata(const std::string& owner) const { return next() + owner.size() + 10; }
+};
+
+std::string rr(const std::string& owner, unsigned type, const std::string& rdata, uint32_t ttl = 300)
+{
+	return owner + be16(type) + be16(1) + be32(ttl) + be16(rdata.size()) + rdata;
+}
+
+std::string ptr(size_t off)
+{
+	return be16(0xc000 | off);
+}
+
+constexpr unsigned kA = 1, kCname = 5;
+
+// Only records whose owner is the question or a name of its CNAME chain
+// (followed in order, through compression pointers, case-insensitively)
+// teach addresses; the others are counted and reported, and what they
+// named stays closed. Names that cannot be walked (pointer loops, forward
+// pointers) drop the whole answer.
+TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
+{
+	const std::string q = "q.allowed.test";
+	const std::string qw = wire_name(q);
+	const size_t kQ = 12, kAllowed = 14;  // offsets of "q.allowed.test" and "allowed.test"
+	std::vector<Answer> answers;
+	auto answer = [&](const std::string& question_wire) {
+		Answer a;
+		a.id = 0x6000 + answers.size();
+		a.qname_wire = question_wire;
+		return a;
+	};
+	// 0: q -> a.allowed.test -> b.elsewhere.test, two A records on b; no pointers.
+	Answer a = answer(qw);
+	a.rrs = {rr(qw, kCname, wire_name("a.allowed.test")), rr(wire_name("a.allowed.test"), kCname,
+								 wire_name("b.elsewhere.test")),
+		 rr(wire_name("b.elsewhere.test"), kA, ip4("10.77.6.1")), rr(wire_name("b.elsewhere.test"), kA, ip4("10.77.6.2"))};
+	answers.push_back(a);
+	// 1: the question's own address, then addresses of other owners: evil.example and another allowed name.
+	a = answer(qw);
+	a.rrs = {rr(ptr(kQ), kA, ip4("10.77.6.3")), rr(wire_name("evil.example"), kA, ip4("10.77.6.4")),
+		 rr(wire_name("www.allowed.test"), kA, ip4("10.77.6.5"))};
+	answers.push_back(a);
+	// 2: a compressed chain, letter case mixed: Q.Allowed.TEST -> A.<ptr allowed.test>
+	// -> B.<ptr to the previous target>; the A record's owner b.a.<ptr allowed.test>.
+	a = answer(wire_name("Q.Allowed.TEST"));
+	{
+		size_t t1 = a.next_rdata(ptr(kQ));
+		a.rrs.push_back(rr(ptr(kQ), kCname, std::string("\x01" "A", 2) + ptr(kAllowed)));
+		a.rrs.push_back(rr(ptr(t1), kCname, std::string("\x01" "B", 2) + ptr(t1)));
+		a.rrs.push_back(rr(std::string("\x01" "b" "\x01" "a", 4) + ptr(kAllowed), kA, ip4("10.77.6.6")));
+	}
+	answers.push_back(a);
+	// 3: an owner that points at itself.
+	a = answer(qw);
+	a.rrs = {rr(ptr(a.next()), kA, ip4("10.77.6.9"))};
+	answers.push_back(a);
+	// 4: an owner that points forward (at the record's own address bytes).
+	a = answer(qw);
+	a.rrs = {rr(ptr(a.next() + 12), kA, ip4("10.77.6.10"))};
+	answers.push_back(a);
+	// 5: a CNAME target "a" + a pointer back to its own start; the next
+	// owner points at it, so the comparison walks into the loop.
+	a = answer(qw);
+	{
+		size_t t = a.next_rdata(ptr(kQ));
+		a.rrs.push_back(rr(ptr(kQ), kCname, std::string("\x01" "a", 2) + ptr(t)));
+		a.rrs.push_back(rr(ptr(t), kA, ip4("10.77.6.11")));
+	}
+	answers.push_back(a);
+	// 6: in order: b's address before the CNAME that leads to b is off the chain; after it, on it.
+	a = answer(qw);
+	a.rrs = {rr(wire_name("b.allowed.test"), kA, ip4("10.77.6.7")), rr(ptr(kQ), kCname, wire_name("b.allowed.test")),
+		 rr(wire_name("b.allowed.test"), kA, ip4("10.77.6.8"))};
+	answers.push_back(a);
+
+	std::string queries, replies;
+	for (size_t i = 0; i < answers.size(); i++) {
+		Query qq;
+		qq.id = answers[i].id;
+		qq.name = q;
+		queries += " " + hex(udp4(kSandboxIp, kResolver, 46000 + i, 53, qq.bytes()));
+		replies += " " + hex(udp4(kResolver, kSandboxIp, 53, 46000 + i, answers[i].bytes()));
+	}
+	const std::vector<std::pair<std::string, int>> connects = {
+		{"10.77.6.1", 1}, {"10.77.6.2", 1}, {"10.77.6.3", 1}, {"10.77.6.4", 0}, {"10.77.6.5", 0},
+		{"10.77.6.6", 1}, {"10.77.6.7", 0}, {"10.77.6.8", 1}, {"10.77.6.9", 0}, {"10.77.6.11", 0}};
+	std::string syns;
+	for (size_t i = 0; i < connects.size(); i++)
+		syns += " " + hex(tcp4_syn(kSandboxIp, connects[i].first, 47000 + i, 9000));
+	std::string status;
+	for (const auto& arg : env().airlock_argv({"status", "--json"}))
+		status += "'" + arg + "' ";
+	std::string progs = env().bpf_dir + "/progs/";
+	std::string script = fmt::format("{0} {1}al_egress{2} && {0} {1}al_ingress{3} && {0} {1}al_egress{4} && {5} > {6}\n",
+					 AIRLOCK_SKB_TESTRUN, progs, queries, replies, syns, status,
+					 env().path("status.json"));
+	RunSpec rs;
+	rs.policy = policy_;
+	rs.name = "c" + env().id;
+	rs.cmd = {"/bin/sh", env().write_text("chain.sh", script)};
+	rs.keep_caps = true;
+	rs.log_allowed = true;
+	rs.in_client_ns = false;
+	RunResult r = env().run(rs, 60s);
+	ASSERT_EQ(r.r.status, 0) << r.describe();
+	ASSERT_EQ(r.out_json.size(), 3u) << r.describe();
+	const std::vector<int> delivered = {1, 1, 1, 0, 0, 0, 1};
+	for (size_t i = 0; i < answers.size(); i++)
+		EXPECT_EQ(r.out_json[1]["results"][i]["retval"], delivered[i]) << "answer " << i;
+	for (size_t i = 0; i < connects.size(); i++)
+		EXPECT_EQ(r.out_json[2]["results"][i]["retval"], connects[i].second) << "connect to " << connects[i].first;
+
+	std::set<std::string> learned, off_chain, malformed;
+	for (const auto& j : events(env().audit(), "dns-answer")) {
+		if (j.value("dropped", false)) {
+			EXPECT_EQ(j.value("reason", ""), "dns-malformed") << j.dump();
+			malformed.insert(fmt::format("{:x}", j.value("qid", 0)));
+		} else if (j.value("learned", false)) {
+			EXPECT_EQ(j.value("reason", ""), "learned") << j.dump();
+			learned.insert(j.value("addr", ""));
+		} else {
+			EXPECT_EQ(j.value("reason", ""), "dns-off-chain") << j.dump();
+			EXPECT_EQ(j.value("qname", ""), q) << j.dump();
+			off_chain.insert(j.value("addr", ""));
+		}
+	}
+	auto lines = env().audit();
+	EXPECT_EQ(learned, (std::set<std::string>{"10.77.6.1", "10.77.6.2", "10.77.6.3", "10.77.6.6", "10.77.6.8"}))
+		<< dump_lines(lines);
+	EXPECT_EQ(off_chain, (std::set<std::string>{"10.77.6.4", "10.77.6.5", "10.77.6.7"})) << dump_lines(lines);
+	EXPECT_EQ(malformed, (std::set<std::string>{"6003", "6004", "6005"})) << dump_lines(lines);
+	// The connects to what the answers named off the chain are violations.
+	for (const char* addr : {"10.77.6.4", "10.77.6.5", "10.77.6.7"})
+		EXPECT_TRUE(Logged(lines, Violation("egress", "no-rule", addr, 9000))) << addr;
+	json st = json::parse(read_file(env().path("status.json")), nullptr, false);
+	json dns;
+	for (const auto& sb : st["sandboxes"])
+		if (sb["name"] == rs.name)
+			dns = sb["dns"];
+	ASSERT_TRUE(dns.is_object()) << st.dump(2);
+	EXPECT_EQ(dns["records_off_chain"], 3) << dns.dump();
+	EXPECT_EQ(dns["answers_learned"], 5) << dns.dump();
+	EXPECT_EQ(dns["answers_dropped"], 3) << dns.dump();
+}
+
 // The learned table of a sandbox holds 4096 addresses: answers past that are
 // delivered but teach nothing (counted), nothing already learned is evicted,
 // and what was not learned stays closed.
