@@ -1138,12 +1138,16 @@ TEST_F(Dns, EdnsOptionBytesNeverLeaveUnlisted)
 		return o;
 	};
 	std::string m1 = env().marker("edns-unk"), m2 = env().marker("edns-ck"), twin = env().marker("edns-ok");
-	std::string n1 = "one.edns.allowed.test", n2 = "two.edns.allowed.test", nt = "twin.edns.allowed.test";
+	std::string m3 = env().marker("edns-8");
+	std::string n1 = "one.edns.allowed.test", n2 = "two.edns.allowed.test", nt = "twin.edns.allowed.test",
+		    n3 = "three.edns.allowed.test";
 	json specs = json::array({
 		{{"case", "hex"}, {"marker", m1}, {"hex", hexof(with_opt(n1, 0x7101, opt(65001, m1)))}},
 		// A client cookie and a server cookie: 8 + 16 bytes, more than the 8 the policy lists.
 		{{"case", "hex"}, {"marker", m2}, {"hex", hexof(with_opt(n2, 0x7102, opt(10, "c00k1e!!" + m2.substr(0, 16))))}},
 		{{"case", "hex"}, {"marker", twin}, {"hex", hexof(with_opt(nt, 0x7103, opt(10, "c00k1e!!")))}},
+		// An unknown code within the cookie's size: refused by its code alone.
+		{{"case", "hex"}, {"marker", m3}, {"hex", hexof(with_opt(n3, 0x7104, opt(65001, "8bytes!!")))}},
 	});
 	ASSERT_GE(m2.size(), 16u);
 	auto rr = sandboxed(name, policy, raw(specs, {"--wait", "1.0"}));
@@ -1154,6 +1158,11 @@ TEST_F(Dns, EdnsOptionBytesNeverLeaveUnlisted)
 		EXPECT_TRUE(NeverSentFrom(w, r.value("sport", 0)));
 		EXPECT_TRUE(NothingArrived(env(), m.substr(0, 16)));  // no frame anywhere carried its bytes
 	}
+	json r3 = result(rr, m3);
+	expect_eperm(r3, "an unknown 8-byte option");
+	EXPECT_TRUE(NeverSentFrom(w, r3.value("sport", 0)));
+	EXPECT_TRUE(NeverQueried(w, n3));
+	EXPECT_TRUE(DnsLogged(env().audit(), DnsDenied("dns-edns", name, n3, "A"), 1));
 	expect_answered(result(rr, twin), "the same query with an 8-byte cookie");
 	EXPECT_TRUE(NeverQueried(w, n1));
 	EXPECT_TRUE(NeverQueried(w, n2));
