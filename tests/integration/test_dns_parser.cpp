@@ -599,7 +599,8 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 	// 1: the question's own address, then addresses of other owners: evil.example and another allowed name.
 	a = answer(qw);
 	a.rrs = {rr(ptr(kQ), kA, ip4("10.77.6.3")), rr(wire_name("evil.example"), kA, ip4("10.77.6.4")),
-		 rr(wire_name("www.allowed.test"), kA, ip4("10.77.6.5"))};
+		 rr(wire_name("www.allowed.test"), kA, ip4("10.77.6.5")),
+		 rr(wire_name("evil.example"), 28, std::string("\xfd\x77", 2) + std::string(13, '\0') + "\x66")};
 	answers.push_back(a);
 	// 2: a compressed chain, letter case mixed: Q.Allowed.TEST -> A.<ptr allowed.test>
 	// -> B.<ptr to the previous target>; the A record's owner b.a.<ptr allowed.test>.
@@ -633,6 +634,25 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 	a.rrs = {rr(wire_name("b.allowed.test"), kA, ip4("10.77.6.7")), rr(ptr(kQ), kCname, wire_name("b.allowed.test")),
 		 rr(wire_name("b.allowed.test"), kA, ip4("10.77.6.8"))};
 	answers.push_back(a);
+	// 7: a CNAME whose owner is off the chain moves nothing: its target's address is off the chain too.
+	a = answer(qw);
+	a.rrs = {rr(wire_name("evil.example"), kCname, wire_name("c.allowed.test")),
+		 rr(wire_name("c.allowed.test"), kA, ip4("10.77.6.12"))};
+	answers.push_back(a);
+	// 8, 9: names that are only pointers to pointers, each strictly before the
+	// last (a TXT record holds them; TXT is not walked): 40 hops are more than
+	// a comparison follows (malformed), 10 are fine.
+	for (int hops : {40, 10}) {
+		a = answer(qw);
+		std::string owner = ptr(kQ);
+		size_t blob = a.next_rdata(owner) + 1;  // after the TXT string's length byte
+		std::string ptrs = ptr(kQ);
+		for (int i = 1; i < hops; i++)
+			ptrs += ptr(blob + 2 * (i - 1));
+		a.rrs.push_back(rr(owner, 16, std::string(1, static_cast<char>(ptrs.size())) + ptrs));
+		a.rrs.push_back(rr(ptr(blob + 2 * (hops - 1)), kA, ip4(hops == 40 ? "10.77.6.13" : "10.77.6.14")));
+		answers.push_back(a);
+	}
 
 	std::string queries, replies;
 	for (size_t i = 0; i < answers.size(); i++) {
@@ -644,7 +664,8 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 	}
 	const std::vector<std::pair<std::string, int>> connects = {
 		{"10.77.6.1", 1}, {"10.77.6.2", 1}, {"10.77.6.3", 1}, {"10.77.6.4", 0}, {"10.77.6.5", 0},
-		{"10.77.6.6", 1}, {"10.77.6.7", 0}, {"10.77.6.8", 1}, {"10.77.6.9", 0}, {"10.77.6.11", 0}};
+		{"10.77.6.6", 1}, {"10.77.6.7", 0}, {"10.77.6.8", 1}, {"10.77.6.9", 0}, {"10.77.6.11", 0},
+		{"10.77.6.12", 0}, {"10.77.6.13", 0}, {"10.77.6.14", 1}};
 	std::string syns;
 	for (size_t i = 0; i < connects.size(); i++)
 		syns += " " + hex(tcp4_syn(kSandboxIp, connects[i].first, 47000 + i, 9000));
@@ -665,7 +686,7 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 	RunResult r = env().run(rs, 60s);
 	ASSERT_EQ(r.r.status, 0) << r.describe();
 	ASSERT_EQ(r.out_json.size(), 3u) << r.describe();
-	const std::vector<int> delivered = {1, 1, 1, 0, 0, 0, 1};
+	const std::vector<int> delivered = {1, 1, 1, 0, 0, 0, 1, 1, 0, 1};
 	for (size_t i = 0; i < answers.size(); i++)
 		EXPECT_EQ(r.out_json[1]["results"][i]["retval"], delivered[i]) << "answer " << i;
 	for (size_t i = 0; i < connects.size(); i++)
@@ -686,12 +707,14 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 		}
 	}
 	auto lines = env().audit();
-	EXPECT_EQ(learned, (std::set<std::string>{"10.77.6.1", "10.77.6.2", "10.77.6.3", "10.77.6.6", "10.77.6.8"}))
+	EXPECT_EQ(learned, (std::set<std::string>{"10.77.6.1", "10.77.6.2", "10.77.6.3", "10.77.6.6", "10.77.6.8",
+						    "10.77.6.14"}))
 		<< dump_lines(lines);
-	EXPECT_EQ(off_chain, (std::set<std::string>{"10.77.6.4", "10.77.6.5", "10.77.6.7"})) << dump_lines(lines);
-	EXPECT_EQ(malformed, (std::set<std::string>{"6003", "6004", "6005"})) << dump_lines(lines);
+	EXPECT_EQ(off_chain, (std::set<std::string>{"10.77.6.4", "10.77.6.5", "fd77::66", "10.77.6.7", "10.77.6.12"}))
+		<< dump_lines(lines);
+	EXPECT_EQ(malformed, (std::set<std::string>{"6003", "6004", "6005", "6008"})) << dump_lines(lines);
 	// The connects to what the answers named off the chain are violations.
-	for (const char* addr : {"10.77.6.4", "10.77.6.5", "10.77.6.7"})
+	for (const char* addr : {"10.77.6.4", "10.77.6.5", "10.77.6.7", "10.77.6.12"})
 		EXPECT_TRUE(Logged(lines, Violation("egress", "no-rule", addr, 9000))) << addr;
 	json st = json::parse(read_file(env().path("status.json")), nullptr, false);
 	json dns;
@@ -699,9 +722,9 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 		if (sb["name"] == rs.name)
 			dns = sb["dns"];
 	ASSERT_TRUE(dns.is_object()) << st.dump(2);
-	EXPECT_EQ(dns["records_off_chain"], 3) << dns.dump();
-	EXPECT_EQ(dns["answers_learned"], 5) << dns.dump();
-	EXPECT_EQ(dns["answers_dropped"], 3) << dns.dump();
+	EXPECT_EQ(dns["records_off_chain"], 5) << dns.dump();
+	EXPECT_EQ(dns["answers_learned"], 6) << dns.dump();
+	EXPECT_EQ(dns["answers_dropped"], 4) << dns.dump();
 }
 
 // The learned table of a sandbox holds 4096 addresses: answers past that are
