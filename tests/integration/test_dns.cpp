@@ -1223,6 +1223,31 @@ TEST_F(Dns, AnswerRecordsOffTheChainTeachNothing)
 	}
 }
 
+// In audit mode (no --log-allowed), the off-chain record is reported too,
+// and the connect it would have opened is an audited violation.
+TEST_F(Dns, AuditModeReportsOffChainRecords)
+{
+	DnsWorld& w = world();
+	FakeResolver& fake = w.start_fake("extra");
+	std::string policy = env().write_policy(
+		"offchain-audit.json", dns_policy("it-dns-offchain-audit", json::array({allow_domain("*.allowed.test")}),
+						  dns_block({kFakeResolver4}), "deny", "audit"));
+	std::string name = sandbox("oc-audit");
+	std::string m = env().marker("oc-audit");
+	auto rr = sandboxed(name, policy,
+			    env().py("dns_spoof_client.py", {"--server", kFakeResolver4, "--name", "audit.oc.allowed.test",
+							     "--wait", "1.0", "--connect", dest4(kDenied4, 9000), "--marker", m}));
+	EXPECT_EQ(fake.sent().size(), 1u) << dump_lines(fake.log());
+	size_t off_chain = 0;
+	for (const auto& j : sandbox_events("dns-answer", name))
+		if (!j.value("learned", true) && j.value("reason", "") == "dns-off-chain" && j.value("addr", "") == kDenied4)
+			off_chain++;
+	EXPECT_EQ(off_chain, 1u) << dump_lines(env().audit());
+	Match v = Violation("connect4", "no-rule", kDenied4, 9000);
+	v.verdict = "audit";
+	EXPECT_TRUE(Logged(env().audit(), v, name));
+}
+
 // The bits an allowed query still carries (docs/dns.md, "What a query may
 // still carry"), measured: a client encodes a payload into the letter case
 // of an allowed name, the query ID and an 8-byte client cookie, as fast as
