@@ -13,6 +13,7 @@
 #define AL_MSG_MASK (AL_DNS_MSG_MAX - 1)
 #define AL_DNS_MAX_LABELS 128
 #define AL_DNS_TYPE_A 1
+#define AL_DNS_TYPE_CNAME 5
 #define AL_DNS_TYPE_AAAA 28
 #define AL_DNS_TYPE_OPT 41
 #define AL_DNS_CLASS_IN 1
@@ -62,6 +63,7 @@ static __always_inline void al_scratch_put(struct al_scratch *s)
 struct al_loop_ctx {
 	struct al_scratch *s;
 	struct al_name_key *key;
+	const struct al_dns_policy *dp;
 };
 
 /* One label of an uncompressed name. */
@@ -220,6 +222,96 @@ static __always_inline __u32 al_dns_payload(struct __sk_buff *skb, const struct 
 	return 0;
 }
 
+/* One step of the walk over a query's EDNS options: an option's code and
+ * length against the policy's list, or one byte of padding, which must be
+ * zero (padding is length, not content). */
+static long al_opt_step(__u32 i, void *ctx)
+{
+	struct al_scratch *s = ((struct al_loop_ctx *)ctx)->s;
+	const struct al_dns_policy *dp = ((struct al_loop_ctx *)ctx)->dp;
+	__u32 p = s->e_p, end = s->e_end;
+
+	if (p >= end)
+		return 1;
+	if (s->e_zero) {
+		if (al_msg8(s, p) != 0) {
+			s->e_err = 1;
+			return 1;
+		}
+		s->e_p = p + 1;
+		s->e_zero--;
+		return 0;
+	}
+	if (p + 4 > end) {
+		s->e_err = 1;
+		return 1;
+	}
+	__u32 code = al_msg16(s, p), olen = al_msg16(s, p + 2);
+	int found = -1;
+
+	for (int j = 0; j < AL_DNS_MAX_EDNS_OPTS; j++) {
+		if (j >= dp->nedns_opts)
+			break;
+		if (dp->edns_opts[j].code == code && found < 0)
+			found = j;
+	}
+	/* Each option at most once: a repeated one would multiply what its
+	 * bytes can carry. */
+	if (found < 0 || olen > dp->edns_opts[found & (AL_DNS_MAX_EDNS_OPTS - 1)].max_len ||
+	    (s->e_seen & (1u << found)) || p + 4 + olen > end) {
+		s->e_err = 1;
+		return 1;
+	}
+	s->e_seen |= 1u << found;
+	if (code == AL_DNS_EDNS_PADDING) {
+		s->e_p = p + 4;
+		s->e_zero = olen;
+	} else {
+		s->e_p = p + 4 + olen;
+	}
+	return 0;
+}
+
+/* The additional section of a query: nothing, or one OPT record (RFC 6891)
+ * that carries only what the policy lists. Returns 0 or an al_reason. */
+static __always_inline __u32 al_edns_check(struct al_scratch *s, const struct al_dns_policy *dp, __u32 p, __u32 len)
+{
+	struct al_loop_ctx lc = { .s = s, .dp = dp };
+	int size_ok = 0;
+
+	if (!(dp->flags & AL_DNS_EDNS) || p + 11 > len)
+		return AL_REASON_DNS_EDNS;
+	/* Owner the root, type OPT; the class is the UDP payload size. */
+	if (al_msg8(s, p) != 0 || al_msg16(s, p + 1) != AL_DNS_TYPE_OPT)
+		return AL_REASON_DNS_EDNS;
+	__u32 size = al_msg16(s, p + 3);
+
+	for (int i = 0; i < AL_DNS_MAX_UDP_SIZES; i++) {
+		if (i >= dp->nudp_sizes)
+			break;
+		if (dp->udp_sizes[i] == size)
+			size_ok = 1;
+	}
+	/* The TTL: extended RCODE (0 in a query), version 0, then flags, of
+	 * which only DO (0x8000) is defined. */
+	__u32 eflags = al_msg16(s, p + 7), allowed = (dp->flags & AL_DNS_EDNS_DO) ? 0x8000 : 0;
+	__u32 rdlen = al_msg16(s, p + 9);
+
+	if (!size_ok || al_msg8(s, p + 5) != 0 || al_msg8(s, p + 6) != 0 || (eflags & ~allowed) ||
+	    rdlen > AL_DNS_OPT_MAX || p + 11 + rdlen != len)
+		return AL_REASON_DNS_EDNS;
+	s->e_p = p + 11;
+	s->e_end = len;
+	s->e_zero = 0;
+	s->e_seen = 0;
+	s->e_err = 0;
+	if (rdlen)
+		bpf_loop(AL_DNS_OPT_MAX + 1, al_opt_step, &lc, 0);
+	if (s->e_err || s->e_p != s->e_end || s->e_zero)
+		return AL_REASON_DNS_EDNS;
+	return 0;
+}
+
 /* The rule a query decision names: the first allowing range for an allowed
  * name, else the first range. */
 static __always_inline __u16 al_name_rule(const struct al_rule_set *rs, int want_allow)
@@ -281,9 +373,11 @@ __noinline int al_dns_query(struct __sk_buff *skb, struct al_sandbox *sb, const 
 	s->qid = al_msg16(s, 0);
 	__u32 flags = al_msg8(s, 2);
 	__u32 ar = al_msg16(s, 10);
-	/* A query (QR 0), standard opcode, one question, no answers. */
-	if ((flags & 0x80) || ((flags >> 3) & 0xf) != 0 || al_msg16(s, 4) != 1 || al_msg16(s, 6) != 0 ||
-	    al_msg16(s, 8) != 0 || ar > 1) {
+	/* A query (QR 0), standard opcode, one question, no answers. Of the
+	 * header's flags only RD, AD and CD may be set (stubs set RD; dig sets
+	 * AD; CD asks for unchecked data): every other bit would be a free one. */
+	if ((flags & 0xfe) != 0 || (al_msg8(s, 3) & 0xcf) != 0 || al_msg16(s, 4) != 1 || al_msg16(s, 6) != 0 ||
+	    al_msg16(s, 8) != 0) {
 		al_dns_deny(d, AL_REASON_DNS_MALFORMED);
 		goto out;
 	}
@@ -304,15 +398,19 @@ __noinline int al_dns_query(struct __sk_buff *skb, struct al_sandbox *sb, const 
 
 	s->qtype = qtype;
 	p += 4;
-	/* Nothing may follow the question but one EDNS OPT record with a
-	 * few option bytes. */
+	/* Nothing may follow the question but one EDNS OPT record that
+	 * carries only what the policy lists. */
+	if (ar > 1) {
+		al_dns_deny(d, AL_REASON_DNS_EDNS);
+		goto out;
+	}
 	if (ar == 1) {
-		if (p + 11 > len || al_msg8(s, p) != 0 || al_msg16(s, p + 1) != AL_DNS_TYPE_OPT ||
-		    al_msg16(s, p + 9) > AL_DNS_OPT_MAX) {
-			al_dns_deny(d, AL_REASON_DNS_MALFORMED);
+		r = al_edns_check(s, dp, p, len);
+		if (r) {
+			al_dns_deny(d, r);
 			goto out;
 		}
-		p += 11 + al_msg16(s, p + 9);
+		p = len;
 	}
 	if (p != len) {
 		al_dns_deny(d, AL_REASON_DNS_MALFORMED);
@@ -382,13 +480,80 @@ out:
 
 /* ---- answers (ingress) ------------------------------------------------------- */
 
+/* Phases of the walk over an answer's records. */
+enum {
+	AL_RR_OWNER = 0, /* skipping the owner name, a label at a time */
+	AL_RR_FIXED = 1, /* at the record's type, class, TTL and length */
+	AL_RR_CMP = 2,   /* comparing its owner with the chain's current name */
+};
+
+static __always_inline __u32 al_lower(__u32 b)
+{
+	return (b >= 'A' && b <= 'Z') ? b + ('a' - 'A') : b;
+}
+
+/* The record's owner is (eq) or is not the chain's current name: an
+ * address is collected, marked off the chain if it is not; a CNAME on the
+ * chain moves the chain on to its target. */
+static __always_inline void al_rr_done(struct al_scratch *s, int eq)
+{
+	__u32 type = s->rr_type, p = s->rr_rdoff, rdlen = s->rr_rdlen;
+
+	if (type == AL_DNS_TYPE_CNAME) {
+		if (eq)
+			s->rr_cur = p;
+	} else {
+		__u32 count = s->rr_count;
+
+		if (!eq)
+			s->rr_off_chain++;
+		if (count < AL_DNS_MAX_ANSWERS) {
+			__u32 k = count & (AL_DNS_MAX_ANSWERS - 1);
+			struct al_learned_key *a = &s->answers[k];
+
+			__builtin_memset(a, 0, sizeof(*a));
+			a->family = type == AL_DNS_TYPE_A ? AL_FAMILY_IPV4 : AL_FAMILY_IPV6;
+			for (int b = 0; b < 16; b++)
+				if (b < rdlen)
+					a->addr[b] = al_msg8(s, p + b);
+			s->ttls[k] = s->rr_ttl;
+			s->off_chain[k] = !eq;
+			s->rr_count = count + 1;
+		}
+	}
+	s->rr_p = p + rdlen;
+	s->rr_owner = p + rdlen;
+	s->rr_left--;
+	s->rr_in_name = AL_RR_OWNER;
+}
+
+/* At a length byte of name x (position *pos): follows a compression
+ * pointer. Pointers go strictly backwards, before where this name's
+ * current piece began (*seg): no loop can be built, and the hops are
+ * bounded too. Returns 1 if it followed one, 0 at a label, -1 if the name
+ * is malformed. */
+static __always_inline int al_cmp_ptr(struct al_scratch *s, __u32 *pos, __u32 *seg)
+{
+	__u32 x = *pos, l = al_msg8(s, x);
+
+	if ((l & 0xc0) == 0)
+		return 0;
+	if ((l & 0xc0) != 0xc0 || x + 1 >= s->len)
+		return -1;
+	__u32 t = ((l & 0x3f) << 8) | al_msg8(s, x + 1);
+
+	if (t >= *seg || ++s->c_hops > 2 * AL_DNS_PTR_HOPS)
+		return -1;
+	*pos = t;
+	*seg = t;
+	return 1;
+}
+
 /* One step of the walk over the answer records: a label of an owner name
- * (compressed or not), or a record's fixed part, whose IN A/AAAA address
- * is collected. One flat loop of small steps, not a loop in a loop, keeps
- * the verifier's work small on every kernel. Owner names are not compared
- * with the question: every address is bound to the question's rule, so a
- * zone the policy allows can point only its own names anywhere, which deny
- * rules limit. */
+ * (compressed or not), a record's fixed part, or one byte of the
+ * comparison of an A, AAAA or CNAME record's owner with the current name
+ * of the question's CNAME chain. One flat loop of small steps, not a loop
+ * in a loop, keeps the verifier's work small on every kernel. */
 static long al_rr_step(__u32 i, void *ctx)
 {
 	struct al_scratch *s = ((struct al_loop_ctx *)ctx)->s;
@@ -396,19 +561,69 @@ static long al_rr_step(__u32 i, void *ctx)
 
 	if (s->rr_left == 0)
 		return 1;
+	if (s->rr_in_name == AL_RR_CMP) {
+		__u32 a = s->c_a, b = s->c_b;
+
+		if (a >= len || b >= len || a >= AL_DNS_MSG_MAX || b >= AL_DNS_MSG_MAX) {
+			s->rr_err = 1;
+			return 1;
+		}
+		if (s->c_rem) {
+			if (al_lower(al_msg8(s, a)) != al_lower(al_msg8(s, b))) {
+				al_rr_done(s, 0);
+				return 0;
+			}
+			s->c_a = a + 1;
+			s->c_b = b + 1;
+			s->c_rem--;
+			return 0;
+		}
+		__u32 sa = s->c_sa, sb = s->c_sb;
+		int fa = al_cmp_ptr(s, &a, &sa), fb = al_cmp_ptr(s, &b, &sb);
+
+		if (fa < 0 || fb < 0) {
+			s->rr_err = 1;
+			return 1;
+		}
+		s->c_a = a;
+		s->c_b = b;
+		s->c_sa = sa;
+		s->c_sb = sb;
+		if (fa || fb)
+			return 0; /* at the label next step */
+		__u32 la = al_msg8(s, a), lb = al_msg8(s, b);
+
+		s->c_n += la + 1;
+		if (s->c_n > 255) {
+			s->rr_err = 1;
+			return 1;
+		}
+		if (la != lb) {
+			al_rr_done(s, 0);
+			return 0;
+		}
+		if (la == 0) {
+			al_rr_done(s, 1);
+			return 0;
+		}
+		s->c_a = a + 1;
+		s->c_b = b + 1;
+		s->c_rem = la;
+		return 0;
+	}
 	if (p >= len || p >= AL_DNS_MSG_MAX) {
 		s->rr_err = 1;
 		return 1;
 	}
-	if (s->rr_in_name) {
+	if (s->rr_in_name == AL_RR_OWNER) {
 		__u32 l = al_msg8(s, p);
 
 		if (l == 0) {
 			p += 1;
-			s->rr_in_name = 0;
+			s->rr_in_name = AL_RR_FIXED;
 		} else if ((l & 0xc0) == 0xc0) {
 			p += 2;
-			s->rr_in_name = 0;
+			s->rr_in_name = AL_RR_FIXED;
 		} else if (l & 0xc0) {
 			s->rr_err = 1;
 			return 1;
@@ -427,28 +642,31 @@ static long al_rr_step(__u32 i, void *ctx)
 
 	p += 10;
 	if (p + rdlen > len || (class == AL_DNS_CLASS_IN && ((type == AL_DNS_TYPE_A && rdlen != 4) ||
-							     (type == AL_DNS_TYPE_AAAA && rdlen != 16)))) {
+							     (type == AL_DNS_TYPE_AAAA && rdlen != 16) ||
+							     (type == AL_DNS_TYPE_CNAME && rdlen < 1)))) {
 		s->rr_err = 1;
 		return 1;
 	}
-	__u32 count = s->rr_count;
-
-	if (class == AL_DNS_CLASS_IN && (type == AL_DNS_TYPE_A || type == AL_DNS_TYPE_AAAA) &&
-	    count < AL_DNS_MAX_ANSWERS) {
-		__u32 k = count & (AL_DNS_MAX_ANSWERS - 1);
-		struct al_learned_key *a = &s->answers[k];
-
-		__builtin_memset(a, 0, sizeof(*a));
-		a->family = type == AL_DNS_TYPE_A ? AL_FAMILY_IPV4 : AL_FAMILY_IPV6;
-		for (int b = 0; b < 16; b++)
-			if (b < rdlen)
-				a->addr[b] = al_msg8(s, p + b);
-		s->ttls[k] = ttl;
-		s->rr_count = count + 1;
+	if (class == AL_DNS_CLASS_IN &&
+	    (type == AL_DNS_TYPE_A || type == AL_DNS_TYPE_AAAA || type == AL_DNS_TYPE_CNAME)) {
+		s->rr_type = type;
+		s->rr_ttl = ttl;
+		s->rr_rdoff = p;
+		s->rr_rdlen = rdlen;
+		s->c_a = s->rr_owner;
+		s->c_sa = s->rr_owner;
+		s->c_b = s->rr_cur;
+		s->c_sb = s->rr_cur;
+		s->c_rem = 0;
+		s->c_hops = 0;
+		s->c_n = 0;
+		s->rr_in_name = AL_RR_CMP;
+		return 0;
 	}
 	s->rr_p = p + rdlen;
+	s->rr_owner = p + rdlen;
 	s->rr_left--;
-	s->rr_in_name = 1;
+	s->rr_in_name = AL_RR_OWNER;
 	return 0;
 }
 
@@ -480,7 +698,7 @@ static long al_learn_one(__u32 k, void *ctx)
 		ttl = dp->min_ttl;
 	if (ttl > dp->max_ttl)
 		ttl = dp->max_ttl;
-	if (lc->allowed && lc->table) {
+	if (lc->allowed && lc->table && !s->off_chain[i]) {
 		s->lv.expires_ns = lc->now + (__u64)ttl * 1000000000ull;
 		if (bpf_map_update_elem(lc->table, &s->answers[i], &s->lv, BPF_ANY) == 0) {
 			learned = 1;
@@ -494,7 +712,9 @@ static long al_learn_one(__u32 k, void *ctx)
 		struct al_dest a = { .family = (__u8)s->answers[i].family };
 		struct al_decision d = {
 			.verdict = AL_VERDICT_ALLOW,
-			.reason = learned ? AL_REASON_LEARNED : AL_REASON_NO_RULE,
+			.reason = learned ? AL_REASON_LEARNED
+					  : s->off_chain[i] ? AL_REASON_DNS_OFF_CHAIN
+					  : lc->allowed ? AL_REASON_DNS_TABLE : AL_REASON_NO_RULE,
 			.rule = lc->rule,
 		};
 
@@ -507,12 +727,12 @@ static long al_learn_one(__u32 k, void *ctx)
 
 /* A dropped answer: counted and reported, never a violation of the sandbox
  * (whoever forged it is outside). */
-static __always_inline int al_answer_drop(struct al_sandbox *sb, struct al_counters *c, __u64 cgid,
-					  const struct al_dest *pkt, struct al_scratch *s)
+static __always_inline int al_answer_drop_why(struct al_sandbox *sb, struct al_counters *c, __u64 cgid,
+					      const struct al_dest *pkt, struct al_scratch *s, __u32 reason)
 {
 	struct al_decision d = {
 		.verdict = AL_VERDICT_DENY,
-		.reason = AL_REASON_DNS_UNSOLICITED,
+		.reason = reason,
 		.rule = AL_RULE_NONE,
 	};
 	struct al_dest from = { .family = pkt->family, .protocol = pkt->protocol, .port = pkt->sport };
@@ -524,6 +744,12 @@ static __always_inline int al_answer_drop(struct al_sandbox *sb, struct al_count
 		al_emit_dns(c, AL_HOOK_INGRESS, cgid, sb->slot, sb->policy_id, &from, &d, &s->lv.name, s->qtype,
 			    s->qid, s->name_bytes, 0, 0);
 	return (sb->flags & AL_SB_AUDIT) ? AL_PASS : AL_DROP;
+}
+
+static __always_inline int al_answer_drop(struct al_sandbox *sb, struct al_counters *c, __u64 cgid,
+					  const struct al_dest *pkt, struct al_scratch *s)
+{
+	return al_answer_drop_why(sb, c, cgid, pkt, s, AL_REASON_DNS_UNSOLICITED);
 }
 
 /* An answer from port 53 to a sandbox socket. Returns AL_PASS or AL_DROP.
@@ -594,15 +820,23 @@ __noinline int al_dns_answer(struct __sk_buff *skb, struct al_sandbox *sb, __u64
 	if (an > AL_DNS_MAX_RRS)
 		an = AL_DNS_MAX_RRS;
 	s->rr_p = p;
+	s->rr_owner = p;
+	s->rr_cur = 12; /* the question's name, uncompressed (al_read_name) */
 	s->rr_count = 0;
 	s->rr_err = 0;
 	s->rr_left = an;
-	s->rr_in_name = 1;
+	s->rr_off_chain = 0;
+	s->rr_in_name = AL_RR_OWNER;
+	/* Per record: its owner's labels, the fixed part, a comparison of at
+	 * most 255 name bytes, their length bytes and the pointer hops. */
 	if (an)
-		bpf_loop(AL_DNS_MAX_RRS * (AL_DNS_MAX_LABELS + 1), al_rr_step, &walk, 0);
+		bpf_loop(AL_DNS_MAX_RRS * (AL_DNS_MAX_LABELS + 2 + 2 * 256 + 2 * AL_DNS_PTR_HOPS), al_rr_step, &walk, 0);
 	if (s->rr_err || s->rr_left)
-		return al_answer_drop(sb, c, cgid, pkt, s);
+		return al_answer_drop_why(sb, c, cgid, pkt, s, AL_REASON_DNS_MALFORMED);
 	__u32 count = s->rr_count;
+
+	if (c)
+		c->dns_records_off_chain += s->rr_off_chain;
 
 	s->lv.name.policy_id = (__u16)policy_id;
 	struct al_rule_set *rs = al_name_match(&s->lv.name, n);

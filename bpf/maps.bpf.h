@@ -150,11 +150,15 @@ struct al_scratch {
 	__u32 w_p, w_n, w_max_label, w_err, w_done;   /* walk of a name's labels */
 	__u32 r_off, r_n, r_start, r_lab, r_next;      /* reversed copy of a name */
 	__u32 rr_p, rr_count, rr_err, rr_left, rr_in_name; /* walk of answer records */
+	__u32 rr_owner, rr_cur, rr_type, rr_ttl, rr_rdoff, rr_rdlen, rr_off_chain; /* ... and of its CNAME chain */
+	__u32 c_a, c_b, c_sa, c_sb, c_rem, c_hops, c_n;        /* comparison of two names of an answer */
+	__u32 e_p, e_end, e_zero, e_seen, e_err;               /* walk of a query's EDNS options */
 	__u8 msg[AL_DNS_MSG_MAX];
 	struct al_pending pv;                 /* the question */
 	struct al_learned lv;                 /* what an answer teaches */
 	struct al_learned_key answers[AL_DNS_MAX_ANSWERS];
 	__u32 ttls[AL_DNS_MAX_ANSWERS];
+	__u8 off_chain[AL_DNS_MAX_ANSWERS];   /* answers[i]'s owner is not on the chain: not learned */
 };
 
 struct {

@@ -35,7 +35,11 @@
 #define AL_DNS_MSG_MAX 4096        /* answers are parsed up to this size */
 #define AL_DNS_MAX_ANSWERS 16      /* addresses learned from one answer */
 #define AL_DNS_MAX_RRS 64          /* answer records walked in one answer */
-#define AL_DNS_OPT_MAX 128         /* EDNS option bytes a query may carry */
+#define AL_DNS_OPT_MAX 128         /* EDNS option bytes a query may carry, at most */
+#define AL_DNS_MAX_EDNS_OPTS 8     /* EDNS option codes a policy may allow */
+#define AL_DNS_MAX_UDP_SIZES 8     /* EDNS UDP payload sizes a policy may allow */
+#define AL_DNS_EDNS_PADDING 12     /* option code whose bytes must all be zero */
+#define AL_DNS_PTR_HOPS 16         /* compression pointers followed in one name of an answer */
 #define AL_NAME_END 0xff           /* follows the last label of a lookup key */
 #define AL_MAX_NAMES 65536         /* name entries, all sandboxes and banks */
 #define AL_LEARNED_PER_SANDBOX 4096
@@ -112,12 +116,14 @@ enum al_reason {
 	AL_REASON_DNS_TABLE = 20,    /* no room to remember the query: its answer could not be matched */
 	AL_REASON_LEARNED = 21,      /* allowed: an address learned from an answer to an allowed name */
 	AL_REASON_DNS_UNSOLICITED = 22, /* ingress: an answer no query of the sandbox asked for */
-	AL_REASON_UNIX_PATH = 23,    /* a unix path that cannot be judged by its name: relative, or with //, /./, /../ */
-	AL_REASON_UNIX_SCOPED = 24,  /* allowed: an autobound abstract name, which Landlock lets reach only the sandbox's own sockets */
-	AL_REASON_BUSY = 25,         /* no working memory free on this CPU: fail closed */
-	AL_REASON_REFUSED = 26,      /* a refuse rule: failed, counted, not a violation */
-	AL_REASON_UNIX_OWN = 27,     /* allowed: an abstract name a process of the sandbox bound */
-	AL_REASON_MAX = 28,
+	AL_REASON_DNS_EDNS = 23,     /* the additional section is not one OPT record the policy allows */
+	AL_REASON_DNS_OFF_CHAIN = 24,/* ingress: a record whose owner is not the question's CNAME chain */
+	AL_REASON_UNIX_PATH = 25,    /* a unix path that cannot be judged by its name: relative, or with //, /./, /../ */
+	AL_REASON_UNIX_SCOPED = 26,  /* allowed: an autobound abstract name, which Landlock lets reach only the sandbox's own sockets */
+	AL_REASON_BUSY = 27,         /* no working memory free on this CPU: fail closed */
+	AL_REASON_REFUSED = 28,      /* a refuse rule: failed, counted, not a violation */
+	AL_REASON_UNIX_OWN = 29,     /* allowed: an abstract name a process of the sandbox bound */
+	AL_REASON_MAX = 30,
 };
 
 enum al_violation_action {
@@ -201,6 +207,15 @@ struct al_name_key {
 
 enum al_dns_flag {
 	AL_DNS_TCP = 1u << 0,      /* DNS over TCP to the resolvers */
+	AL_DNS_EDNS = 1u << 1,     /* a query may carry one EDNS OPT record */
+	AL_DNS_EDNS_DO = 1u << 2,  /* its DNSSEC OK bit may be set */
+};
+
+/* An EDNS option a query may carry: its code, and at most this many bytes
+ * (at most once per query). */
+struct al_dns_edns_opt {
+	__u16 code;
+	__u16 max_len;
 };
 
 struct al_dns_resolver {
@@ -224,6 +239,11 @@ struct al_dns_policy {
 	__u64 query_burst_ns;    /* (burst - 1) * interval: how far ahead of time the budget may run */
 	__u16 types[AL_DNS_MAX_TYPES];
 	struct al_dns_resolver resolvers[AL_DNS_MAX_RESOLVERS];
+	__u8 nedns_opts;
+	__u8 nudp_sizes;
+	__u8 pad3[6];
+	__u16 udp_sizes[AL_DNS_MAX_UDP_SIZES];  /* the OPT record's class: the requestor's UDP payload size */
+	struct al_dns_edns_opt edns_opts[AL_DNS_MAX_EDNS_OPTS];
 };
 
 /* Map "al_dns_state", array by slot: the query budget (generic cell rate:
@@ -337,6 +357,7 @@ struct al_counters {
 	__u64 dns_answers_learned;      /* addresses written to the learned table */
 	__u64 dns_answers_dropped;      /* unsolicited, mismatched or unparseable answers */
 	__u64 dns_learn_full;           /* addresses not learned: the table was full */
+	__u64 dns_records_off_chain;    /* A/AAAA records not learned: owner outside the question's CNAME chain */
 	__u64 unix_bound_full;          /* abstract names bound but not remembered: the table was full */
 };
 
@@ -407,12 +428,14 @@ AL_STATIC_ASSERT(sizeof(struct al_range) == 8, "al_range layout");
 AL_STATIC_ASSERT(sizeof(struct al_rule_set) == 8 + 8 * AL_MAX_RANGES, "al_rule_set layout");
 AL_STATIC_ASSERT(sizeof(struct al_latch) == 16, "al_latch layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==
-			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 12),
+			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13),
 		 "al_counters layout");
 AL_STATIC_ASSERT(sizeof(struct al_event) == 80, "al_event layout");
 AL_STATIC_ASSERT(sizeof(struct al_name_key) == 260, "al_name_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_dns_resolver) == 20, "al_dns_resolver layout");
-AL_STATIC_ASSERT(sizeof(struct al_dns_policy) == 40 + 2 * AL_DNS_MAX_TYPES + 20 * AL_DNS_MAX_RESOLVERS,
+AL_STATIC_ASSERT(sizeof(struct al_dns_edns_opt) == 4, "al_dns_edns_opt layout");
+AL_STATIC_ASSERT(sizeof(struct al_dns_policy) == 40 + 2 * AL_DNS_MAX_TYPES + 20 * AL_DNS_MAX_RESOLVERS + 8 +
+							 2 * AL_DNS_MAX_UDP_SIZES + 4 * AL_DNS_MAX_EDNS_OPTS,
 		 "al_dns_policy layout");
 AL_STATIC_ASSERT(sizeof(struct al_dns_state) == 8, "al_dns_state layout");
 AL_STATIC_ASSERT(sizeof(struct al_pending_key) == 24, "al_pending_key layout");

@@ -16,6 +16,12 @@ file exists, else --mode):
   wrong-name         question and answer for --other-name
   from-other-source  as good, but sent from OTHER:53
   silent             no answer
+  extra              as good (A answer4), plus an A record extra4 owned by
+                     evil.example.
+  extra-allowed      as good, plus an A record extra4 owned by --other-name
+  chain              QNAME CNAME mid.elsewhere.test CNAME end.elsewhere.test,
+                     A extra4 on end; owners and targets compressed, the
+                     letter case of the owners changed
 Names nK.race.<anything> are answered with 10.77.0.(--race-base + K) instead
 of answer4 (a fresh address per name: each answer must be learned anew).
 A query to OTHER:53 is answered like "good", from OTHER:53.
@@ -80,6 +86,22 @@ class Fake:
             return [("AAAA", self.a.ttl, d.aaaa_rdata(self.a.answer6))]
         return []
 
+    def crafted(self, mode, qid, qname):
+        """Answers whose records are not all owned by the question."""
+        ttl, a4, x4 = self.a.ttl, d.a_rdata(self.a.answer4), d.a_rdata(self.a.extra4)
+        if mode in ("extra", "extra-allowed"):
+            other = "evil.example" if mode == "extra" else self.a.other_name
+            recs = d.rr(b"\xc0\x0c", 1, ttl, a4) + d.rr(d.encode_name(other), 1, ttl, x4)
+            return d.header(qid, d.FLAG_QR | d.FLAG_RD | d.FLAG_RA, 1, 2) + d.question(qname, "A") + recs
+        # chain: offsets are fixed by the question's length.
+        msg = d.header(qid, d.FLAG_QR | d.FLAG_RD | d.FLAG_RA, 1, 3) + d.question(qname, "A")
+        t1 = len(msg) + 2 + 10  # first target: after a pointer owner and the fixed part
+        msg += d.rr(b"\xc0\x0c", 5, ttl, b"\x03MID\x09elsewhere\x04test\x00")
+        t2 = len(msg) + 2 + 10
+        msg += d.rr(bytes([0xC0 | (t1 >> 8), t1 & 0xFF]), 5, ttl, b"\x03end" + bytes([0xC0 | ((t1 + 4) >> 8), (t1 + 4) & 0xFF]))
+        msg += d.rr(b"\x03EnD" + bytes([0xC0 | ((t1 + 4) >> 8), (t1 + 4) & 0xFF]), 1, ttl, x4)
+        return msg
+
     def send(self, sock, data, dst, kind, extra):
         try:
             sock.sendto(data, dst)
@@ -111,6 +133,11 @@ class Fake:
                 qname = self.a.other_name
             elif mode == "from-other-source":
                 out_sock = self.other
+            elif mode in ("extra", "extra-allowed", "chain") and qtype == "A":
+                ans = self.crafted(mode, qid, qname)
+                self.send(out_sock, ans, src, "answer", {"mode": mode, "id": qid, "qname": qname, "qtype": qtype,
+                                                        "query_id": p["id"], "query_name": q["name"]})
+                continue
             elif mode != "good":
                 continue
             ans = d.build_answer(qid, qname, qtype, self.records(qtype, qname))
@@ -164,6 +191,7 @@ def main():
     ap.add_argument("--trigger-dir")
     ap.add_argument("--answer4", default="10.77.0.2")
     ap.add_argument("--answer6", default="fd77::2")
+    ap.add_argument("--extra4", default="10.77.0.3")
     ap.add_argument("--ttl", type=int, default=60)
     ap.add_argument("--other-name", default="other.allowed.test")
     ap.add_argument("--race-base", type=int, default=100)

@@ -117,6 +117,7 @@ public:
 	std::vector<json> sent() const;                               // kind "answer" and "unsolicited"
 	size_t queries_for(const std::string& name, const std::string& to = "") const;
 	const std::string& trigger_dir() const { return trigger_dir_; }
+	const std::string& log_path() const { return log_; }
 	Proc* proc() const { return proc_; }
 
 private:

@@ -442,7 +442,9 @@ TEST_F(Dns, MalformedQueriesAreDroppedAtEgress)
 	auto lines = env().audit();
 	DnsMatch mal = DnsDenied("dns-malformed", name);
 	EXPECT_TRUE(DnsLogged(lines, mal, other_cases.size()));
-	mal.reasons = {"dns-malformed", "dns-name"};
+	// Garbage after an OPT record breaks the record's length: dns-edns.
+	EXPECT_TRUE(DnsLogged(lines, DnsDenied("dns-edns", name), 1));
+	mal.reasons = {"dns-malformed", "dns-name", "dns-edns"};
 	EXPECT_TRUE(DnsLogged(lines, mal, other_cases.size() + name_cases.size()));
 	EXPECT_TRUE(NoDnsDenialFor(name, {lower(t1) + ".allowed.test", lower(t2) + ".allowed.test"}));
 }
@@ -1081,6 +1083,213 @@ TEST_F(Dns, LearnedAddressExpiresWithItsClampedTtl)
 	for (const auto& j : sandbox_events("dns-answer", name))
 		EXPECT_EQ(j.value("ttl", -1), 2) << j.dump();
 	EXPECT_GE(learned(name, "e.allowed.test", kAllowed4), 2u) << dump_lines(env().audit());
+}
+
+// dig as it comes (9.18: EDNS with an 8-byte client cookie, AD set) through
+// the real resolver; its answer opens the address on the first connect.
+TEST_F(Dns, DigWithItsDefaultEdnsCookieResolvesAndConnects)
+{
+	DnsWorld& w = world();
+	std::string policy = env().write_policy("digedns.json", standard_dns_policy("it-dns-digedns"));
+	std::string name = sandbox("digedns");
+	std::string qname = env().marker("dige") + ".allowed.test", m = env().marker("after-dig");
+	auto rr = sandboxed(name, policy,
+			    Sequence({dig("dig-default", qname, "A"), env().py("tcp_send.py", {dest4(kAllowed4, 9000), m})}),
+			    Opts().allowed());
+	json dr = result(rr, "dig-default");
+	EXPECT_EQ(dr.value("out", ""), "10.77.0.2\n") << dr.dump();
+	EXPECT_TRUE(Ok(result(rr, m))) << result(rr, m).dump();
+	EXPECT_TRUE(ArrivedIntact(env(), m));
+	ASSERT_TRUE(w.resolver().fence());
+	EXPECT_EQ(w.resolver().count(lower(qname), "A"), 1u) << w.resolver().log();
+	// What left was dig's EDNS query with its cookie: the capture shows it.
+	size_t with_cookie = 0;
+	for (const auto& f : wire_frames(env()))
+		if (f.dport == 53 && wire_qname(f) == lower(qname) &&
+		    f.payload.find(std::string("\x00\x0a\x00\x08", 4)) != std::string::npos)
+			with_cookie++;
+	EXPECT_EQ(with_cookie, 1u);
+	EXPECT_TRUE(NoDnsDenialFor(name, {lower(qname)}));
+	EXPECT_GE(learned(name, lower(qname), kAllowed4), 1u) << dump_lines(env().audit());
+}
+
+// An allowed name whose EDNS option carries a marker: dropped before it
+// leaves (EPERM), never at the resolver or on the wire, recorded as dns-edns;
+// the same query with an 8-byte cookie in its place is answered.
+TEST_F(Dns, EdnsOptionBytesNeverLeaveUnlisted)
+{
+	DnsWorld& w = world();
+	std::string policy = env().write_policy("edns.json", standard_dns_policy("it-dns-edns"));
+	std::string name = sandbox("edns");
+	auto with_opt = [](const std::string& qname, uint16_t id, const std::string& options) {
+		std::string m = dns_query_bytes(qname, 1, id);
+		m[11] = 1;  // ARCOUNT
+		auto be16 = [](unsigned v) { return std::string{static_cast<char>(v >> 8), static_cast<char>(v & 0xff)}; };
+		m += std::string(1, '\0') + be16(41) + be16(1232) + std::string(4, '\0') + be16(options.size()) + options;
+		return m;
+	};
+	auto opt = [](unsigned code, const std::string& data) {
+		return std::string{static_cast<char>(code >> 8), static_cast<char>(code & 0xff), 0,
+				   static_cast<char>(data.size())} +
+		       data;
+	};
+	auto hexof = [](const std::string& b) {
+		std::string o;
+		for (unsigned char c : b)
+			o += fmt::format("{:02x}", c);
+		return o;
+	};
+	std::string m1 = env().marker("edns-unk"), m2 = env().marker("edns-ck"), twin = env().marker("edns-ok");
+	std::string m3 = env().marker("edns-8");
+	std::string n1 = "one.edns.allowed.test", n2 = "two.edns.allowed.test", nt = "twin.edns.allowed.test",
+		    n3 = "three.edns.allowed.test";
+	json specs = json::array({
+		{{"case", "hex"}, {"marker", m1}, {"hex", hexof(with_opt(n1, 0x7101, opt(65001, m1)))}},
+		// A client cookie and a server cookie: 8 + 16 bytes, more than the 8 the policy lists.
+		{{"case", "hex"}, {"marker", m2}, {"hex", hexof(with_opt(n2, 0x7102, opt(10, "c00k1e!!" + m2.substr(0, 16))))}},
+		{{"case", "hex"}, {"marker", twin}, {"hex", hexof(with_opt(nt, 0x7103, opt(10, "c00k1e!!")))}},
+		// An unknown code within the cookie's size: refused by its code alone.
+		{{"case", "hex"}, {"marker", m3}, {"hex", hexof(with_opt(n3, 0x7104, opt(65001, "8bytes!!")))}},
+	});
+	ASSERT_GE(m2.size(), 16u);
+	auto rr = sandboxed(name, policy, raw(specs, {"--wait", "1.0"}));
+	for (const auto& m : {m1, m2}) {
+		SCOPED_TRACE(m);
+		json r = result(rr, m);
+		expect_eperm(r, m);
+		EXPECT_TRUE(NeverSentFrom(w, r.value("sport", 0)));
+		EXPECT_TRUE(NothingArrived(env(), m.substr(0, 16)));  // no frame anywhere carried its bytes
+	}
+	json r3 = result(rr, m3);
+	expect_eperm(r3, "an unknown 8-byte option");
+	EXPECT_TRUE(NeverSentFrom(w, r3.value("sport", 0)));
+	EXPECT_TRUE(NeverQueried(w, n3));
+	EXPECT_TRUE(DnsLogged(env().audit(), DnsDenied("dns-edns", name, n3, "A"), 1));
+	expect_answered(result(rr, twin), "the same query with an 8-byte cookie");
+	EXPECT_TRUE(NeverQueried(w, n1));
+	EXPECT_TRUE(NeverQueried(w, n2));
+	EXPECT_EQ(w.resolver().count(nt, "A"), 1u);
+	auto lines = env().audit();
+	EXPECT_TRUE(DnsLogged(lines, DnsDenied("dns-edns", name, n1, "A"), 1));
+	EXPECT_TRUE(DnsLogged(lines, DnsDenied("dns-edns", name, n2, "A"), 1));
+	EXPECT_TRUE(NoDnsDenialFor(name, {nt}));
+}
+
+// Answers from a resolver that adds records of other owners: only the
+// question's records (and its CNAME chain's) teach; an address named by
+// evil.example or by another allowed name stays closed, and the dns-answer
+// line says why. The same address opens when it ends the question's chain
+// (compressed, letter case changed).
+TEST_F(Dns, AnswerRecordsOffTheChainTeachNothing)
+{
+	DnsWorld& w = world();
+	FakeResolver& fake = w.start_fake("good");
+	std::string policy = env().write_policy(
+		"offchain.json",
+		dns_policy("it-dns-offchain", json::array({allow_domain("*.allowed.test")}), dns_block({kFakeResolver4})));
+	for (std::string mode : {"extra", "extra-allowed", "chain"}) {
+		SCOPED_TRACE(mode);
+		fake.set_mode(mode);
+		std::string name = sandbox(mode.substr(0, 10));
+		std::string qname = mode + ".oc.allowed.test";
+		std::string m = env().marker(mode.substr(0, 8));
+		auto rr = sandboxed(name, policy,
+				    env().py("dns_spoof_client.py", {"--server", kFakeResolver4, "--name", qname, "--wait",
+								     "1.0", "--connect", dest4(kDenied4, 9000), "--marker", m}),
+				    Opts().allowed());
+		json out = rr.last();
+		ASSERT_TRUE(out.contains("received")) << rr.describe();
+		ASSERT_EQ(out["received"].size(), 1u) << "the answer itself is delivered: " << out.dump();
+		json r = result(rr, m);
+		std::set<std::string> learned_addrs, off_chain;
+		for (const auto& j : sandbox_events("dns-answer", name)) {
+			if (j.value("learned", false))
+				learned_addrs.insert(j.value("addr", ""));
+			else if (j.value("reason", "") == "dns-off-chain")
+				off_chain.insert(j.value("addr", ""));
+		}
+		if (mode == "chain") {
+			EXPECT_TRUE(Ok(r)) << "the chain's end must open: " << r.dump();
+			EXPECT_TRUE(ArrivedIntact(env(), m));
+			EXPECT_EQ(learned_addrs, std::set<std::string>{kDenied4}) << dump_lines(env().audit());
+			EXPECT_TRUE(off_chain.empty()) << dump_lines(env().audit());
+			continue;
+		}
+		EXPECT_EQ(Errno(r), "EPERM") << "an off-chain record opened " << kDenied4 << ": " << r.dump();
+		EXPECT_TRUE(NothingArrived(env(), m));
+		EXPECT_TRUE(Logged(env().audit(), Violation("connect4", "no-rule", kDenied4, 9000), name));
+		EXPECT_EQ(learned_addrs, std::set<std::string>{kAllowed4}) << dump_lines(env().audit());
+		EXPECT_EQ(off_chain, std::set<std::string>{kDenied4}) << dump_lines(env().audit());
+	}
+}
+
+// In audit mode (no --log-allowed), the off-chain record is reported too,
+// and the connect it would have opened is an audited violation.
+TEST_F(Dns, AuditModeReportsOffChainRecords)
+{
+	DnsWorld& w = world();
+	FakeResolver& fake = w.start_fake("extra");
+	std::string policy = env().write_policy(
+		"offchain-audit.json", dns_policy("it-dns-offchain-audit", json::array({allow_domain("*.allowed.test")}),
+						  dns_block({kFakeResolver4}), "deny", "audit"));
+	std::string name = sandbox("oc-audit");
+	std::string m = env().marker("oc-audit");
+	auto rr = sandboxed(name, policy,
+			    env().py("dns_spoof_client.py", {"--server", kFakeResolver4, "--name", "audit.oc.allowed.test",
+							     "--wait", "1.0", "--connect", dest4(kDenied4, 9000), "--marker", m}));
+	EXPECT_EQ(fake.sent().size(), 1u) << dump_lines(fake.log());
+	size_t off_chain = 0;
+	for (const auto& j : sandbox_events("dns-answer", name))
+		if (!j.value("learned", true) && j.value("reason", "") == "dns-off-chain" && j.value("addr", "") == kDenied4)
+			off_chain++;
+	EXPECT_EQ(off_chain, 1u) << dump_lines(env().audit());
+	Match v = Violation("connect4", "no-rule", kDenied4, 9000);
+	v.verdict = "audit";
+	EXPECT_TRUE(Logged(env().audit(), v, name));
+}
+
+// The bits an allowed query still carries (docs/dns.md, "What a query may
+// still carry"), measured: a client encodes a payload into the letter case
+// of an allowed name, the query ID and an 8-byte client cookie, as fast as
+// the kernel lets it; a decoder at the resolver recovers it. The budget
+// (200 at once, then 50 a second) bounds what gets through.
+TEST_F(Dns, CovertBitsInAllowedQueriesAreBoundedByTheBudget)
+{
+	DnsWorld& w = world();
+	FakeResolver& fake = w.start_fake("good");
+	json p = standard_dns_policy("it-dns-covert");
+	p["dns"]["resolvers"] = json::array({kFakeResolver4});
+	std::string policy = env().write_policy("covert.json", p);
+	std::string name = sandbox("covert");
+	const std::string qname = "covert.allowed.test";
+	const double kSeconds = 4;
+	auto rr = sandboxed(name, policy,
+			    env().py("dns_covert.py", {"--server", kFakeResolver4, "--name", qname, "--seconds",
+						       fmt::format("{}", kSeconds), "--seed", "7"}));
+	json sent = rr.last();
+	ASSERT_EQ(sent.value("client", ""), "dns_covert") << rr.describe();
+	double secs = sent.value("seconds", 0.0);
+	int bits_per = sent.value("bits_per_query", 0);
+	EXPECT_EQ(bits_per, 16 + 17 + 64);
+	// What the budget lets out: 200 at once, then 50 a second (1 of slack
+	// for the budget's clock starting before the client's).
+	double bound = 200 + 50 * secs + 1;
+	EXPECT_LE(sent.value("sent", 0), bound) << sent.dump();
+	EXPECT_GT(sent.value("refused", 0), 0) << "the client must have run into the budget: " << sent.dump();
+	auto dec = w.bare(env().py("dns_covert.py", {"--decode", fake.log_path(), "--name", qname, "--seed", "7"}));
+	json d = dec.last();
+	ASSERT_EQ(d.value("client", ""), "dns_covert_decode") << dec.describe();
+	EXPECT_EQ(d.value("decoded", -1), sent.value("sent", 0)) << "every query that left carried its bits: " << d.dump();
+	EXPECT_LE(d.value("decoded", 0), bound) << d.dump();
+	double bps = d.value("bits", 0) / secs;
+	// The documented bound for these fields: (200 + 50 t) queries of 97 bits in t seconds.
+	EXPECT_LE(bps, bound * bits_per / secs) << d.dump();
+	std::cout << fmt::format("covert channel through allowed queries: {} queries decoded in {:.2f} s, {} bits: "
+				 "{:.0f} bit/s ({} bits/query; the first {} at once, then {:.0f} bit/s)\n",
+				 d.value("decoded", 0), secs, d.value("bits", 0), bps, bits_per, 200, 50.0 * bits_per);
+	DnsMatch rate = DnsDenied("dns-rate", name, qname, "A");
+	rate.dst = kFakeResolver4;
+	EXPECT_TRUE(DnsLogged(env().audit(), rate));
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 // containment test proves nothing.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "dns_world.h"
 
 namespace it {
@@ -231,6 +233,48 @@ TEST_F(DnsOracle, ForgedAnswersReachTheSocketWithoutAirlock)
 		EXPECT_TRUE(ArrivedIntact(env(), m));
 	}
 	EXPECT_EQ(fake.sent().size(), 5u) << dump_lines(fake.log());
+}
+
+// EDNS option bytes leave and reach the resolver; answers with records of
+// other owners reach the socket and name an address that then connects.
+TEST_F(DnsOracle, EdnsBytesAndOffChainRecordsPassWithoutAirlock)
+{
+	DnsWorld& w = world();
+	FakeResolver& fake = w.start_fake("good");
+	std::string m = env().marker("o-edns");
+	std::string q = dns_query_bytes("one.edns.allowed.test", 1, 0x7101);
+	q[11] = 1;
+	auto be16 = [](unsigned v) { return std::string{static_cast<char>(v >> 8), static_cast<char>(v & 0xff)}; };
+	std::string option = be16(65001) + be16(m.size()) + m;
+	q += std::string(1, '\0') + be16(41) + be16(1232) + std::string(4, '\0') + be16(option.size()) + option;
+	std::string hx;
+	for (unsigned char c : q)
+		hx += fmt::format("{:02x}", c);
+	json specs = json::array({{{"case", "hex"}, {"marker", m}, {"hex", hx}}});
+	auto rr = w.bare(env().py("dns_raw_query.py", {"--wait", "1.0", "json:" + specs.dump()}));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	json r = one(rr, m);
+	EXPECT_TRUE(Ok(r)) << r.dump();
+	EXPECT_TRUE(r.value("answered", false)) << "dnsmasq answers a query with an unknown option: " << r.dump();
+	ASSERT_TRUE(env().fence());
+	EXPECT_GE(env().sink->count_frames(m), 1u) << "the option's marker is on the wire";
+
+	for (std::string mode : {"extra", "extra-allowed", "chain"}) {
+		SCOPED_TRACE(mode);
+		fake.set_mode(mode);
+		std::string mk = env().marker("o-" + mode.substr(0, 8));
+		auto rs = w.bare(env().py("dns_spoof_client.py", {"--server", kFakeResolver4, "--name",
+								   mode + ".oc.allowed.test", "--wait", "1.0", "--connect",
+								   dest4(kDenied4, 9000), "--marker", mk}));
+		ASSERT_EQ(rs.r.status, 0) << rs.describe();
+		json out = rs.last();
+		ASSERT_EQ(out["received"].size(), 1u) << out.dump();
+		json addrs = out["received"][0]["addrs"];
+		EXPECT_TRUE(std::find(addrs.begin(), addrs.end(), json(kDenied4)) != addrs.end())
+			<< "the answer names " << kDenied4 << ": " << out.dump();
+		EXPECT_TRUE(Ok(ResultFor(rs, mk))) << rs.describe();
+		EXPECT_TRUE(ArrivedIntact(env(), mk));
+	}
 }
 
 TEST_F(DnsOracle, IodineTunnelEstablishesWithoutAirlock)

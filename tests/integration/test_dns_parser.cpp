@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <optional>
 #include <set>
 
 #include "fixture.h"
@@ -59,6 +60,29 @@ struct Query {
 	{
 		return be16(id) + be16(flags) + be16(qd) + be16(an) + be16(ns) + be16(ar) +
 		       (qname_wire.empty() ? wire_name(name) : qname_wire) + be16(type) + be16(cls) + after;
+	}
+};
+
+// An EDNS option: code, length, data.
+std::string opt(unsigned code, const std::string& data)
+{
+	return be16(code) + be16(data.size()) + data;
+}
+
+// An EDNS OPT record: root owner, type 41, the UDP size in the class, the
+// TTL (extended RCODE, version, flags), rdlength (the options' length
+// unless given).
+struct Opt {
+	unsigned size = 1232, ext_rcode = 0, version = 0, flags = 0;
+	std::string options;
+	std::optional<unsigned> rdlen;
+	std::string owner = std::string(1, '\0');
+	unsigned type = 41;
+	std::string bytes() const
+	{
+		return owner + be16(type) + be16(size) + std::string(1, static_cast<char>(ext_rcode)) +
+		       std::string(1, static_cast<char>(version)) + be16(flags) + be16(rdlen.value_or(options.size())) +
+		       options;
 	}
 };
 
@@ -169,8 +193,47 @@ protected:
 		return json();
 	}
 
+	struct Case {
+		std::string what;
+		Query q;
+		int verdict;         // 1 leaves, 0 dropped
+		std::string reason;  // of the audit decision
+	};
+
+	// Each query from its own port through al_egress: the verdict and the
+	// reason of its audit decision (found by the query id) must be exact.
+	void judge(const std::string& name, std::vector<Case> cases, unsigned first_id)
+	{
+		std::vector<std::pair<std::string, std::string>> pkts;
+		for (size_t i = 0; i < cases.size(); i++) {
+			cases[i].q.id = first_id + i;
+			pkts.push_back({"al_egress", udp4(kSandboxIp, kResolver, 45000 + i, 53, cases[i].q.bytes())});
+		}
+		auto verdicts = run_packets(name, pkts);
+		for (size_t i = 0; i < cases.size(); i++) {
+			EXPECT_EQ(verdicts[i], cases[i].verdict) << cases[i].what;
+			json d = decision_for(cases[i].q.id);
+			ASSERT_TRUE(d.is_object()) << cases[i].what << ": no audit line\n" << dump_lines(env().audit());
+			EXPECT_EQ(d.value("reason", ""), cases[i].reason) << cases[i].what << ": " << d.dump();
+			EXPECT_EQ(d.value("violation", false), cases[i].verdict == 0) << cases[i].what << ": " << d.dump();
+			EXPECT_EQ(d.value("qname", ""), "allowed.test") << cases[i].what << ": " << d.dump();
+		}
+	}
+
 	std::string policy_;
 };
+
+constexpr unsigned kCookie = 10, kNsid = 3, kPadding = 12;
+const std::string kMarker = "EXFILTRATE-ME!";  // 14 bytes of anything
+
+Query with_opt(const Opt& o, unsigned flags = 0x0100)
+{
+	Query q;
+	q.flags = flags;
+	q.ar = 1;
+	q.after = o.bytes();
+	return q;
+}
 
 TEST_F(DnsParser, QueriesAreJudgedByteByByte)
 {
@@ -217,11 +280,20 @@ TEST_F(DnsParser, QueriesAreJudgedByteByByte)
 	q.name = "aaaaaaaaaaaaaaaaaaaa.aaaaaaa.allowed.test";  // 41
 	add("name over max_name_length", q, 0, "dns-length");
 	q = Query{};
-	q.ar = 1;
-	q.after = opt_rr(12);
-	add("EDNS OPT with a cookie", q, 1, "dns-allow");
-	q.after = opt_rr(200);
-	add("EDNS OPT with 200 option bytes", q, 0, "dns-malformed");
+	q.flags = 0x0500;
+	add("AA set in a query", q, 0, "dns-malformed");
+	q.flags = 0x0300;
+	add("TC set in a query", q, 0, "dns-malformed");
+	q.flags = 0x0180;
+	add("RA set in a query", q, 0, "dns-malformed");
+	q.flags = 0x0140;
+	add("the Z bit set", q, 0, "dns-malformed");
+	q.flags = 0x0101;
+	add("an RCODE in a query", q, 0, "dns-malformed");
+	q.flags = 0x0130;
+	add("AD and CD (dig sets AD)", q, 1, "dns-allow");
+	q.flags = 0x0000;
+	add("RD clear", q, 1, "dns-allow");
 	q = Query{};
 	q.qname_wire = std::string("\x07" "allowed" "\xc0\x0c", 10);
 	add("compression pointer in the question", q, 0, "dns-malformed");
@@ -281,7 +353,129 @@ TEST_F(DnsParser, QueriesAreJudgedByteByByte)
 	EXPECT_EQ(decision_for(0x1001).value("qname", ""), "allowed.test");
 	EXPECT_EQ(decision_for(0x1003).value("qname", ""), "badallowed.test");
 	EXPECT_EQ(decision_for(0x1006).value("qtype", ""), "TXT");
-	EXPECT_TRUE(decision_for(0x1000 + 16).value("qname", json()).is_null()) << "an unparsed name is null";
+	EXPECT_TRUE(decision_for(0x1000 + 21).value("qname", json()).is_null()) << "an unparsed name is null";
+}
+
+// The default dns block: options {"COOKIE": 8}, sizes 512, 1200, 1220,
+// 1232, 4096, DO allowed. Every way an OPT record could carry more than
+// that is dropped with dns-edns, and the real clients' queries leave.
+TEST_F(DnsParser, EdnsIsWalkedOptionByOption)
+{
+	std::vector<Case> cases;
+	auto add = [&](std::string what, Query q, int verdict, std::string reason) {
+		cases.push_back({std::move(what), std::move(q), verdict, std::move(reason)});
+	};
+	const std::string cookie("\x56\x9f\xdd\x65\x90\xe2\xc9\xae", 8);
+	Opt o;
+	o.options = opt(kCookie, cookie);
+	add("dig 9.18's default: RD AD, 1232, an 8-byte client cookie", with_opt(o, 0x0120), 1, "dns-allow");
+	o.flags = 0x8000;
+	add("dig +dnssec: the DO bit", with_opt(o, 0x0120), 1, "dns-allow");
+	Opt glibc;
+	glibc.size = 1200;
+	add("glibc with options edns0: no option, 1200", with_opt(glibc), 1, "dns-allow");
+	o = Opt{};
+	o.size = 512;
+	add("the smallest size, no option", with_opt(o), 1, "dns-allow");
+
+	o = Opt{};
+	o.options = opt(kCookie, cookie + "X");
+	add("a 9-byte cookie", with_opt(o), 0, "dns-edns");
+	o.options = opt(kCookie, cookie + kMarker.substr(0, 8));
+	add("a cookie with a server cookie (16 bytes)", with_opt(o), 0, "dns-edns");
+	o.options = opt(kCookie, cookie) + opt(kCookie, cookie);
+	add("the cookie twice", with_opt(o), 0, "dns-edns");
+	o.options = opt(65001, kMarker);
+	add("an unknown option code carrying the marker", with_opt(o), 0, "dns-edns");
+	o.options = opt(kNsid, "");
+	add("NSID, not listed", with_opt(o), 0, "dns-edns");
+	o.options = opt(kPadding, std::string(8, '\0'));
+	add("padding, not listed", with_opt(o), 0, "dns-edns");
+	o.options = opt(kCookie, cookie);
+	o.rdlen = 10;
+	add("rdlength short of the options", with_opt(o), 0, "dns-edns");
+	o.rdlen = 14;
+	add("rdlength past the end", with_opt(o), 0, "dns-edns");
+	o = Opt{};
+	o.options = be16(kCookie) + be16(20) + cookie;
+	add("an option length past rdlength", with_opt(o), 0, "dns-edns");
+	o.options = opt(kCookie, cookie) + std::string("\x00", 1);
+	add("a stray byte after the last option", with_opt(o), 0, "dns-edns");
+	o = Opt{};
+	o.options = opt(kCookie, cookie);
+	Query two = with_opt(o);
+	two.ar = 2;
+	two.after = o.bytes() + o.bytes();
+	add("two OPT records", two, 0, "dns-edns");
+	Query trailing = with_opt(o);
+	trailing.after += kMarker;
+	add("bytes after the OPT record", trailing, 0, "dns-edns");
+	o.version = 1;
+	add("EDNS version 1", with_opt(o), 0, "dns-edns");
+	o.version = 0;
+	o.ext_rcode = 1;
+	add("an extended RCODE in a query", with_opt(o), 0, "dns-edns");
+	o.ext_rcode = 0;
+	o.flags = 0x4000;
+	add("a Z flag bit", with_opt(o), 0, "dns-edns");
+	o.flags = 0x0001;
+	add("the lowest Z flag bit", with_opt(o), 0, "dns-edns");
+	o.flags = 0;
+	o.size = 1337;
+	add("a UDP size not listed (16 free bits otherwise)", with_opt(o), 0, "dns-edns");
+	o.size = 1232;
+	o.owner = wire_name("allowed.test");
+	add("an OPT owner that is not the root", with_opt(o), 0, "dns-edns");
+	o.owner = std::string(1, '\0');
+	o.type = 1;
+	add("an A record in the additional section", with_opt(o), 0, "dns-edns");
+	o = Opt{};
+	Query cut = with_opt(o);
+	cut.after = cut.after.substr(0, 8);
+	add("an OPT record cut short", cut, 0, "dns-edns");
+	o.options = opt(65001, std::string(196, 'x'));
+	add("200 option bytes", with_opt(o), 0, "dns-edns");
+	judge("e" + env().id, cases, 0x5000);
+}
+
+// The policy decides: padding allowed (all zeros only), DO refused, one
+// size; and "edns": false refuses the OPT record itself.
+TEST_F(DnsParser, EdnsFollowsThePolicy)
+{
+	json p = json::parse(read_file(policy_));
+	p["dns"]["edns"] = {{"options", {{"PADDING", 32}, {"65001", 4}}}, {"udp_sizes", {1400}}, {"dnssec_ok", false}};
+	policy_ = env().write_policy("edns.json", p);
+	std::vector<Case> cases;
+	auto add = [&](std::string what, Query q, int verdict, std::string reason) {
+		cases.push_back({std::move(what), std::move(q), verdict, std::move(reason)});
+	};
+	Opt o;
+	o.size = 1400;
+	o.options = opt(kPadding, std::string(32, '\0'));
+	add("32 bytes of zero padding", with_opt(o), 1, "dns-allow");
+	o.options = opt(kPadding, std::string(31, '\0') + "\x01");
+	add("padding with a one in it", with_opt(o), 0, "dns-edns");
+	o.options = opt(kPadding, std::string(33, '\0'));
+	add("33 bytes of padding", with_opt(o), 0, "dns-edns");
+	o.options = opt(65001, "abcd") + opt(kPadding, std::string(4, '\0'));
+	add("a listed numeric code, then padding", with_opt(o), 1, "dns-allow");
+	o.options = opt(kCookie, std::string(8, 'c'));
+	add("a cookie, not listed here", with_opt(o), 0, "dns-edns");
+	o.options = "";
+	o.flags = 0x8000;
+	add("DO while dnssec_ok is false", with_opt(o), 0, "dns-edns");
+	o.flags = 0;
+	o.size = 1232;
+	add("1232, not listed here", with_opt(o), 0, "dns-edns");
+	judge("f" + env().id, cases, 0x5100);
+
+	p["dns"]["edns"] = false;
+	policy_ = env().write_policy("noedns.json", p);
+	cases.clear();
+	add("no OPT record", Query{}, 1, "dns-allow");
+	Opt plain;
+	add("an OPT record while edns is false", with_opt(plain), 0, "dns-edns");
+	judge("g" + env().id, cases, 0x5200);
 }
 
 TEST_F(DnsParser, AnswersAreLearnedOnlyForQueriesSent)
@@ -332,7 +526,8 @@ TEST_F(DnsParser, AnswersAreLearnedOnlyForQueriesSent)
 		if (j.value("dropped", false)) {
 			dropped++;
 			dropped_from.insert(j.value("from", ""));
-			EXPECT_EQ(j.value("reason", ""), "dns-unsolicited") << j.dump();
+			EXPECT_EQ(j.value("reason", ""), j.value("qid", 0) == 0x3002 ? "dns-malformed" : "dns-unsolicited")
+				<< j.dump();
 		} else if (j.value("learned", false)) {
 			learned.insert(j.value("addr", ""));
 			EXPECT_EQ(j.value("qname", ""), "www.allowed.test") << j.dump();
@@ -344,6 +539,192 @@ TEST_F(DnsParser, AnswersAreLearnedOnlyForQueriesSent)
 	EXPECT_TRUE(dropped_from.count("10.77.0.2")) << "the forged answer's real source is reported";
 	// A dropped answer is not the sandbox's violation.
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+}
+
+// An answer built record by record: header, the question as given (wire
+// form), then the records.
+struct Answer {
+	unsigned id = 0;
+	std::string qname_wire;
+	std::vector<std::string> rrs;
+	std::string bytes() const
+	{
+		std::string out = be16(id) + be16(0x8180) + be16(1) + be16(rrs.size()) + be16(0) + be16(0) + qname_wire +
+				  be16(1) + be16(1);
+		for (const auto& r : rrs)
+			out += r;
+		return out;
+	}
+	// Where the next record will start.
+	size_t next() const { return bytes().size(); }
+	// Where the rdata of the next record starts, given its owner's bytes.
+	size_t next_rdata(const std::string& owner) const { return next() + owner.size() + 10; }
+};
+
+std::string rr(const std::string& owner, unsigned type, const std::string& rdata, uint32_t ttl = 300)
+{
+	return owner + be16(type) + be16(1) + be32(ttl) + be16(rdata.size()) + rdata;
+}
+
+std::string ptr(size_t off)
+{
+	return be16(0xc000 | off);
+}
+
+constexpr unsigned kA = 1, kCname = 5;
+
+// Only records whose owner is the question or a name of its CNAME chain
+// (followed in order, through compression pointers, case-insensitively)
+// teach addresses; the others are counted and reported, and what they
+// named stays closed. Names that cannot be walked (pointer loops, forward
+// pointers) drop the whole answer.
+TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
+{
+	const std::string q = "q.allowed.test";
+	const std::string qw = wire_name(q);
+	const size_t kQ = 12, kAllowed = 14;  // offsets of "q.allowed.test" and "allowed.test"
+	std::vector<Answer> answers;
+	auto answer = [&](const std::string& question_wire) {
+		Answer a;
+		a.id = 0x6000 + answers.size();
+		a.qname_wire = question_wire;
+		return a;
+	};
+	// 0: q -> a.allowed.test -> b.elsewhere.test, two A records on b; no pointers.
+	Answer a = answer(qw);
+	a.rrs = {rr(qw, kCname, wire_name("a.allowed.test")), rr(wire_name("a.allowed.test"), kCname,
+								 wire_name("b.elsewhere.test")),
+		 rr(wire_name("b.elsewhere.test"), kA, ip4("10.77.6.1")), rr(wire_name("b.elsewhere.test"), kA, ip4("10.77.6.2"))};
+	answers.push_back(a);
+	// 1: the question's own address, then addresses of other owners: evil.example and another allowed name.
+	a = answer(qw);
+	a.rrs = {rr(ptr(kQ), kA, ip4("10.77.6.3")), rr(wire_name("evil.example"), kA, ip4("10.77.6.4")),
+		 rr(wire_name("www.allowed.test"), kA, ip4("10.77.6.5")),
+		 rr(wire_name("evil.example"), 28, std::string("\xfd\x77", 2) + std::string(13, '\0') + "\x66")};
+	answers.push_back(a);
+	// 2: a compressed chain, letter case mixed: Q.Allowed.TEST -> A.<ptr allowed.test>
+	// -> B.<ptr to the previous target>; the A record's owner b.a.<ptr allowed.test>.
+	a = answer(wire_name("Q.Allowed.TEST"));
+	{
+		size_t t1 = a.next_rdata(ptr(kQ));
+		a.rrs.push_back(rr(ptr(kQ), kCname, std::string("\x01" "A", 2) + ptr(kAllowed)));
+		a.rrs.push_back(rr(ptr(t1), kCname, std::string("\x01" "B", 2) + ptr(t1)));
+		a.rrs.push_back(rr(std::string("\x01" "b" "\x01" "a", 4) + ptr(kAllowed), kA, ip4("10.77.6.6")));
+	}
+	answers.push_back(a);
+	// 3: an owner that points at itself.
+	a = answer(qw);
+	a.rrs = {rr(ptr(a.next()), kA, ip4("10.77.6.9"))};
+	answers.push_back(a);
+	// 4: an owner that points forward (at the record's own address bytes).
+	a = answer(qw);
+	a.rrs = {rr(ptr(a.next() + 12), kA, ip4("10.77.6.10"))};
+	answers.push_back(a);
+	// 5: a CNAME target "a" + a pointer back to its own start; the next
+	// owner points at it, so the comparison walks into the loop.
+	a = answer(qw);
+	{
+		size_t t = a.next_rdata(ptr(kQ));
+		a.rrs.push_back(rr(ptr(kQ), kCname, std::string("\x01" "a", 2) + ptr(t)));
+		a.rrs.push_back(rr(ptr(t), kA, ip4("10.77.6.11")));
+	}
+	answers.push_back(a);
+	// 6: in order: b's address before the CNAME that leads to b is off the chain; after it, on it.
+	a = answer(qw);
+	a.rrs = {rr(wire_name("b.allowed.test"), kA, ip4("10.77.6.7")), rr(ptr(kQ), kCname, wire_name("b.allowed.test")),
+		 rr(wire_name("b.allowed.test"), kA, ip4("10.77.6.8"))};
+	answers.push_back(a);
+	// 7: a CNAME whose owner is off the chain moves nothing: its target's address is off the chain too.
+	a = answer(qw);
+	a.rrs = {rr(wire_name("evil.example"), kCname, wire_name("c.allowed.test")),
+		 rr(wire_name("c.allowed.test"), kA, ip4("10.77.6.12"))};
+	answers.push_back(a);
+	// 8, 9: names that are only pointers to pointers, each strictly before the
+	// last (a TXT record holds them; TXT is not walked): 40 hops are more than
+	// a comparison follows (malformed), 10 are fine.
+	for (int hops : {40, 10}) {
+		a = answer(qw);
+		std::string owner = ptr(kQ);
+		size_t blob = a.next_rdata(owner) + 1;  // after the TXT string's length byte
+		std::string ptrs = ptr(kQ);
+		for (int i = 1; i < hops; i++)
+			ptrs += ptr(blob + 2 * (i - 1));
+		a.rrs.push_back(rr(owner, 16, std::string(1, static_cast<char>(ptrs.size())) + ptrs));
+		a.rrs.push_back(rr(ptr(blob + 2 * (hops - 1)), kA, ip4(hops == 40 ? "10.77.6.13" : "10.77.6.14")));
+		answers.push_back(a);
+	}
+
+	std::string queries, replies;
+	for (size_t i = 0; i < answers.size(); i++) {
+		Query qq;
+		qq.id = answers[i].id;
+		qq.name = q;
+		queries += " " + hex(udp4(kSandboxIp, kResolver, 46000 + i, 53, qq.bytes()));
+		replies += " " + hex(udp4(kResolver, kSandboxIp, 53, 46000 + i, answers[i].bytes()));
+	}
+	const std::vector<std::pair<std::string, int>> connects = {
+		{"10.77.6.1", 1}, {"10.77.6.2", 1}, {"10.77.6.3", 1}, {"10.77.6.4", 0}, {"10.77.6.5", 0},
+		{"10.77.6.6", 1}, {"10.77.6.7", 0}, {"10.77.6.8", 1}, {"10.77.6.9", 0}, {"10.77.6.11", 0},
+		{"10.77.6.12", 0}, {"10.77.6.13", 0}, {"10.77.6.14", 1}};
+	std::string syns;
+	for (size_t i = 0; i < connects.size(); i++)
+		syns += " " + hex(tcp4_syn(kSandboxIp, connects[i].first, 47000 + i, 9000));
+	std::string status;
+	for (const auto& arg : env().airlock_argv({"status", "--json"}))
+		status += "'" + arg + "' ";
+	std::string progs = env().bpf_dir + "/progs/";
+	std::string script = fmt::format("{0} {1}al_egress{2} && {0} {1}al_ingress{3} && {0} {1}al_egress{4} && {5} > {6}\n",
+					 AIRLOCK_SKB_TESTRUN, progs, queries, replies, syns, status,
+					 env().path("status.json"));
+	RunSpec rs;
+	rs.policy = policy_;
+	rs.name = "c" + env().id;
+	rs.cmd = {"/bin/sh", env().write_text("chain.sh", script)};
+	rs.keep_caps = true;
+	rs.log_allowed = true;
+	rs.in_client_ns = false;
+	RunResult r = env().run(rs, 60s);
+	ASSERT_EQ(r.r.status, 0) << r.describe();
+	ASSERT_EQ(r.out_json.size(), 3u) << r.describe();
+	const std::vector<int> delivered = {1, 1, 1, 0, 0, 0, 1, 1, 0, 1};
+	for (size_t i = 0; i < answers.size(); i++)
+		EXPECT_EQ(r.out_json[1]["results"][i]["retval"], delivered[i]) << "answer " << i;
+	for (size_t i = 0; i < connects.size(); i++)
+		EXPECT_EQ(r.out_json[2]["results"][i]["retval"], connects[i].second) << "connect to " << connects[i].first;
+
+	std::set<std::string> learned, off_chain, malformed;
+	for (const auto& j : events(env().audit(), "dns-answer")) {
+		if (j.value("dropped", false)) {
+			EXPECT_EQ(j.value("reason", ""), "dns-malformed") << j.dump();
+			malformed.insert(fmt::format("{:x}", j.value("qid", 0)));
+		} else if (j.value("learned", false)) {
+			EXPECT_EQ(j.value("reason", ""), "learned") << j.dump();
+			learned.insert(j.value("addr", ""));
+		} else {
+			EXPECT_EQ(j.value("reason", ""), "dns-off-chain") << j.dump();
+			EXPECT_EQ(j.value("qname", ""), q) << j.dump();
+			off_chain.insert(j.value("addr", ""));
+		}
+	}
+	auto lines = env().audit();
+	EXPECT_EQ(learned, (std::set<std::string>{"10.77.6.1", "10.77.6.2", "10.77.6.3", "10.77.6.6", "10.77.6.8",
+						    "10.77.6.14"}))
+		<< dump_lines(lines);
+	EXPECT_EQ(off_chain, (std::set<std::string>{"10.77.6.4", "10.77.6.5", "fd77::66", "10.77.6.7", "10.77.6.12"}))
+		<< dump_lines(lines);
+	EXPECT_EQ(malformed, (std::set<std::string>{"6003", "6004", "6005", "6008"})) << dump_lines(lines);
+	// The connects to what the answers named off the chain are violations.
+	for (const char* addr : {"10.77.6.4", "10.77.6.5", "10.77.6.7", "10.77.6.12"})
+		EXPECT_TRUE(Logged(lines, Violation("egress", "no-rule", addr, 9000))) << addr;
+	json st = json::parse(read_file(env().path("status.json")), nullptr, false);
+	json dns;
+	for (const auto& sb : st["sandboxes"])
+		if (sb["name"] == rs.name)
+			dns = sb["dns"];
+	ASSERT_TRUE(dns.is_object()) << st.dump(2);
+	EXPECT_EQ(dns["records_off_chain"], 5) << dns.dump();
+	EXPECT_EQ(dns["answers_learned"], 6) << dns.dump();
+	EXPECT_EQ(dns["answers_dropped"], 4) << dns.dump();
 }
 
 // The learned table of a sandbox holds 4096 addresses: answers past that are

@@ -3,6 +3,7 @@
 // block, and `policy suggest`.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -175,7 +176,7 @@ TEST(DnsCompile, DnsBlock)
 				     "max_name_length": 100, "max_label_length": 20, "tcp": true,
 				     "queries_per_second": 10, "query_burst": 5, "min_ttl": 5, "max_ttl": 60})"));
 	CompiledPolicy c = compile_ok(p);
-	EXPECT_EQ(c.dns.flags, AL_DNS_TCP);
+	EXPECT_EQ(c.dns.flags, AL_DNS_TCP | AL_DNS_EDNS | AL_DNS_EDNS_DO);
 	EXPECT_EQ(c.dns.max_name_len, 100);
 	EXPECT_EQ(c.dns.max_label_len, 20);
 	ASSERT_EQ(c.dns.ntypes, 2);
@@ -194,13 +195,72 @@ TEST(DnsCompile, DnsBlock)
 TEST(DnsCompile, Defaults)
 {
 	CompiledPolicy c = compile_ok(parse(doc("")));
-	EXPECT_EQ(c.dns.flags, 0u);
+	EXPECT_EQ(c.dns.flags, AL_DNS_EDNS | AL_DNS_EDNS_DO);
+	// What dig and glibc send: a client cookie of 8 bytes; 1232 and 1200.
+	ASSERT_EQ(c.dns.nedns_opts, 1);
+	EXPECT_EQ(c.dns.edns_opts[0].code, 10);
+	EXPECT_EQ(c.dns.edns_opts[0].max_len, 8);
+	ASSERT_EQ(c.dns.nudp_sizes, 5);
+	EXPECT_EQ(std::vector<uint16_t>(c.dns.udp_sizes, c.dns.udp_sizes + 5),
+		  (std::vector<uint16_t>{512, 1200, 1220, 1232, 4096}));
 	EXPECT_EQ(c.dns.nresolvers, 0);
 	EXPECT_EQ(c.dns.ntypes, 3);  // A, AAAA, CNAME
 	EXPECT_EQ(c.dns.max_label_len, 63);
 	EXPECT_EQ(c.dns.query_interval_ns, 20000000u);  // 50 a second
 	EXPECT_EQ(c.dns.min_ttl, 30u);
 	EXPECT_EQ(c.dns.max_ttl, 3600u);
+}
+
+TEST(DnsCompile, EdnsBlock)
+{
+	CompiledPolicy c = compile_ok(parse(doc("", R"({"edns": {"options": {"padding": 64, "65001": 4, "NSID": 0},
+							 "udp_sizes": [1400, 1400, 512], "dnssec_ok": false}})")));
+	EXPECT_EQ(c.dns.flags, AL_DNS_EDNS);
+	ASSERT_EQ(c.dns.nedns_opts, 3);
+	std::map<uint16_t, uint16_t> opts;
+	for (int i = 0; i < c.dns.nedns_opts; i++)
+		opts[c.dns.edns_opts[i].code] = c.dns.edns_opts[i].max_len;
+	EXPECT_EQ(opts, (std::map<uint16_t, uint16_t>{{3, 0}, {12, 64}, {65001, 4}}));
+	ASSERT_EQ(c.dns.nudp_sizes, 2) << "a size listed twice counts once";
+	EXPECT_EQ(c.dns.udp_sizes[0], 1400);
+	EXPECT_EQ(c.dns.udp_sizes[1], 512);
+
+	c = compile_ok(parse(doc("", R"({"edns": false})")));
+	EXPECT_EQ(c.dns.flags, 0u);
+	EXPECT_EQ(c.dns.nedns_opts, 0);
+	EXPECT_EQ(c.dns.nudp_sizes, 0);
+	c = compile_ok(parse(doc("", R"({"edns": {"options": {}}})")));
+	EXPECT_EQ(c.dns.flags, AL_DNS_EDNS | AL_DNS_EDNS_DO);
+	EXPECT_EQ(c.dns.nedns_opts, 0) << "no option at all, as glibc sends";
+}
+
+TEST(DnsCompile, EdnsErrorsNameThePath)
+{
+	EXPECT_EQ(errors_of(doc("", R"({"edns": {"options": {"BOGUS": 8}}})")),
+		  std::vector<std::string>{
+			  "p.json: dns/edns/options/BOGUS: 'BOGUS' is not an EDNS option name airlock knows or a code (0-65535)"});
+	EXPECT_EQ(errors_of(doc("", R"({"edns": {"options": {"65536": 8}}})")),
+		  std::vector<std::string>{
+			  "p.json: dns/edns/options/65536: '65536' is not an EDNS option name airlock knows or a code (0-65535)"});
+	EXPECT_EQ(errors_of(doc("", R"({"edns": {"options": {"COOKIE": 125}}})")),
+		  std::vector<std::string>{"p.json: dns/edns/options/COOKIE: 125 is out of range (0-124)"});
+	EXPECT_EQ(errors_of(doc("", R"({"edns": {"options": {"COOKIE": 8, "10": 8}}})")),
+		  std::vector<std::string>{"p.json: dns/edns/options/COOKIE: option 10 is listed twice"});
+	EXPECT_EQ(errors_of(doc("", R"({"edns": {"options": {"COOKIE": "8"}}})")),
+		  std::vector<std::string>{"p.json: dns/edns/options/COOKIE: expected an integer, got a string"});
+	EXPECT_EQ(errors_of(doc("", R"({"edns": {"udp_sizes": [511]}})")),
+		  std::vector<std::string>{"p.json: dns/edns/udp_sizes/0: 511 is out of range (512-65535)"});
+	EXPECT_EQ(errors_of(doc("", R"({"edns": {"udp_sizes": []}})")),
+		  std::vector<std::string>{
+			  "p.json: dns/edns/udp_sizes: is empty (a query with EDNS always states a size; use \"edns\": false)"});
+	EXPECT_EQ(errors_of(doc("", R"({"edns": {"udp_sizes": [512,513,514,515,516,517,518,519,520]}})")),
+		  std::vector<std::string>{"p.json: dns/edns/udp_sizes: 9 sizes; at most 8"});
+	EXPECT_EQ(errors_of(doc("", R"({"edns": {"dnssec_ok": 1}})")),
+		  std::vector<std::string>{"p.json: dns/edns/dnssec_ok: expected a boolean, got an integer"});
+	EXPECT_EQ(errors_of(doc("", R"({"edns": {"cookie": true}})")),
+		  std::vector<std::string>{"p.json: dns/edns: unknown key 'cookie'"});
+	EXPECT_EQ(errors_of(doc("", R"({"edns": "yes"})")),
+		  std::vector<std::string>{"p.json: dns/edns: expected a boolean or an object, got a string"});
 }
 
 TEST(DnsCompile, ErrorsNameThePath)

@@ -109,6 +109,16 @@ int cmd_policy_show(const std::string& file)
 	fmt::print("dns: resolvers [{}] types [{}] tcp {} names <= {} labels <= {} budget {}/s burst {} ttl {}-{} s\n",
 		   resolvers, types, d.tcp ? "on" : "off", d.max_name_length, d.max_label_length, d.queries_per_second,
 		   d.query_burst, d.min_ttl, d.max_ttl);
+	if (!d.edns) {
+		fmt::print("dns edns: off (no OPT record)\n");
+	} else {
+		std::string opts, sizes;
+		for (const auto& o : d.edns_options)
+			opts += fmt::format("{}{} <= {} bytes", opts.empty() ? "" : ", ", o.code, o.max_length);
+		for (auto sz : d.edns_udp_sizes)
+			sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", sz);
+		fmt::print("dns edns: options [{}] udp sizes [{}] DO {}\n", opts, sizes, d.edns_dnssec_ok ? "allowed" : "refused");
+	}
 	return kExitOk;
 }
 

@@ -72,6 +72,8 @@ const char* reason_name(unsigned reason)
 	case AL_REASON_DNS_TABLE: return "dns-table";
 	case AL_REASON_LEARNED: return "learned";
 	case AL_REASON_DNS_UNSOLICITED: return "dns-unsolicited";
+	case AL_REASON_DNS_EDNS: return "dns-edns";
+	case AL_REASON_DNS_OFF_CHAIN: return "dns-off-chain";
 	case AL_REASON_UNIX_PATH: return "unix-path";
 	case AL_REASON_UNIX_SCOPED: return "unix-scoped";
 	case AL_REASON_BUSY: return "busy";
@@ -206,6 +208,7 @@ json dns_json(const al_dns_event& e)
 			j["addr"] = addr.empty() ? json(nullptr) : json(addr);
 			j["ttl"] = e.ttl;
 			j["learned"] = e.learned != 0;
+			j["reason"] = reason_name(e.base.reason);  // why it was (not) learned
 			j["rule"] = e.base.rule == AL_RULE_NONE ? json(nullptr) : json(e.base.rule);
 		} else {
 			// Dropped before the socket saw it; no violation of the
@@ -232,7 +235,8 @@ std::string dns_line(const al_dns_event& e)
 		if (e.base.verdict != AL_VERDICT_ALLOW)
 			return fmt::format("dropped DNS answer from {} ({}) for {}", dest_of(e.base), reason_name(e.base.reason),
 					   q);
-		return fmt::format("answer {} -> {} ttl {}{}", q, dest_of(e.base), e.ttl, e.learned ? " learned" : "");
+		return fmt::format("answer {} -> {} ttl {} {}", q, dest_of(e.base), e.ttl,
+				   e.learned ? "learned" : fmt::format("not learned ({})", reason_name(e.base.reason)));
 	}
 	return fmt::format("{} query {}", decision_line(e.base), q);
 }

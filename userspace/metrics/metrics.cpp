@@ -109,6 +109,7 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 		add(answers, {{"sandbox", s}, {"result", "learned"}}, static_cast<double>(c.dns_answers_learned));
 		add(answers, {{"sandbox", s}, {"result", "dropped"}}, static_cast<double>(c.dns_answers_dropped));
 		add(answers, {{"sandbox", s}, {"result", "table_full"}}, static_cast<double>(c.dns_learn_full));
+		add(answers, {{"sandbox", s}, {"result", "off_chain"}}, static_cast<double>(c.dns_records_off_chain));
 		add(bytes, {{"sandbox", s}}, static_cast<double>(c.egress_bytes));
 		add(packets, {{"sandbox", s}}, static_cast<double>(c.egress_packets));
 		add(dbytes, {{"sandbox", s}}, static_cast<double>(c.denied_bytes));

@@ -73,6 +73,7 @@ json dns_json_of(const al_counters& c, size_t learned, size_t learned_live)
 		{"answers_learned", c.dns_answers_learned},
 		{"answers_dropped", c.dns_answers_dropped},
 		{"learn_full", c.dns_learn_full},
+		{"records_off_chain", c.dns_records_off_chain},
 		{"learned_addresses", learned_live},
 		{"learned_entries", learned}};
 }

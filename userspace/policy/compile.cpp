@@ -151,7 +151,7 @@ void compile_dns(const Policy& p, CompiledPolicy& c, std::vector<PolicyError>& e
 {
 	const DnsPolicy& d = p.dns;
 	al_dns_policy& k = c.dns;
-	k.flags = d.tcp ? AL_DNS_TCP : 0;
+	k.flags = (d.tcp ? AL_DNS_TCP : 0) | (d.edns ? AL_DNS_EDNS : 0) | (d.edns && d.edns_dnssec_ok ? AL_DNS_EDNS_DO : 0);
 	k.max_name_len = static_cast<uint16_t>(std::min<unsigned>(d.max_name_length, AL_DNS_NAME_MAX));
 	k.max_label_len = static_cast<uint8_t>(d.max_label_length);
 	k.min_ttl = d.min_ttl;
@@ -176,6 +176,20 @@ void compile_dns(const Policy& p, CompiledPolicy& c, std::vector<PolicyError>& e
 		if (num && k.ntypes < AL_DNS_MAX_TYPES)
 			k.types[k.ntypes++] = *num;
 	}
+	if (!d.edns)
+		return;
+	if (d.edns_options.size() > AL_DNS_MAX_EDNS_OPTS)
+		errors.push_back({p.source, "dns/edns/options",
+				  fmt::format("{} options; at most {}", d.edns_options.size(), AL_DNS_MAX_EDNS_OPTS)});
+	for (const auto& o : d.edns_options)
+		if (k.nedns_opts < AL_DNS_MAX_EDNS_OPTS)
+			k.edns_opts[k.nedns_opts++] = {o.code, o.max_length};
+	if (d.edns_udp_sizes.size() > AL_DNS_MAX_UDP_SIZES)
+		errors.push_back({p.source, "dns/edns/udp_sizes",
+				  fmt::format("{} sizes; at most {}", d.edns_udp_sizes.size(), AL_DNS_MAX_UDP_SIZES)});
+	for (auto size : d.edns_udp_sizes)
+		if (k.nudp_sizes < AL_DNS_MAX_UDP_SIZES)
+			k.udp_sizes[k.nudp_sizes++] = size;
 }
 
 }  // namespace

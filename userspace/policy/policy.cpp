@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -452,7 +453,7 @@ public:
 			return;
 		unknown_keys(v, path,
 			     {"resolvers", "types", "max_name_length", "max_label_length", "tcp", "queries_per_second",
-			      "query_burst", "min_ttl", "max_ttl"});
+			      "query_burst", "min_ttl", "max_ttl", "edns"});
 		if (v.contains("resolvers")) {
 			const json& rs = v["resolvers"];
 			std::string rp = join(path, "resolvers");
@@ -513,6 +514,83 @@ public:
 			const json& t = v["tcp"];
 			if (expect(t, join(path, "tcp"), t.is_boolean(), "a boolean"))
 				d.tcp = t.get<bool>();
+		}
+		if (v.contains("edns"))
+			edns(v["edns"], join(path, "edns"), d);
+	}
+
+	// "edns": false (no OPT record), true (the defaults), or
+	// {"options": {"COOKIE": 8, "65001": 4}, "udp_sizes": [1232], "dnssec_ok": false}.
+	void edns(const json& v, const std::string& path, DnsPolicy& d)
+	{
+		if (v.is_boolean()) {
+			d.edns = v.get<bool>();
+			return;
+		}
+		if (!expect(v, path, v.is_object(), "a boolean or an object"))
+			return;
+		unknown_keys(v, path, {"options", "udp_sizes", "dnssec_ok"});
+		d.edns = true;
+		if (v.contains("options")) {
+			const json& os = v["options"];
+			std::string op = join(path, "options");
+			if (expect(os, op, os.is_object(), "an object (option name or code -> most bytes)")) {
+				d.edns_options.clear();
+				for (const auto& [key, n] : os.items()) {
+					std::string kp = join(op, key);
+					auto code = edns_option_code(key);
+					if (!code) {
+						error(kp, fmt::format("'{}' is not an EDNS option name airlock knows or a code (0-65535)",
+								      printable(key)));
+						continue;
+					}
+					if (!expect(n, kp, n.is_number_integer() || n.is_number_unsigned(), "an integer"))
+						continue;
+					if (n.get<int64_t>() < 0 || n.get<int64_t>() > AL_DNS_OPT_MAX - 4) {
+						error(kp, fmt::format("{} is out of range (0-{})", n.dump(), AL_DNS_OPT_MAX - 4));
+						continue;
+					}
+					bool dup = false;
+					for (const auto& o : d.edns_options)
+						dup = dup || o.code == *code;
+					if (dup) {
+						error(kp, fmt::format("option {} is listed twice", *code));
+						continue;
+					}
+					d.edns_options.push_back({*code, static_cast<uint16_t>(n.get<int64_t>())});
+				}
+				if (d.edns_options.size() > AL_DNS_MAX_EDNS_OPTS)
+					error(op, fmt::format("{} options; at most {}", d.edns_options.size(), AL_DNS_MAX_EDNS_OPTS));
+			}
+		}
+		if (v.contains("udp_sizes")) {
+			const json& us = v["udp_sizes"];
+			std::string up = join(path, "udp_sizes");
+			if (expect(us, up, us.is_array(), "an array")) {
+				d.edns_udp_sizes.clear();
+				if (us.empty())
+					error(up, "is empty (a query with EDNS always states a size; use \"edns\": false)");
+				for (size_t i = 0; i < us.size(); i++) {
+					std::string ip = join(up, std::to_string(i));
+					const json& n = us[i];
+					if (!expect(n, ip, n.is_number_integer() || n.is_number_unsigned(), "an integer"))
+						continue;
+					if (n.get<int64_t>() < 512 || n.get<int64_t>() > 65535) {
+						error(ip, fmt::format("{} is out of range (512-65535)", n.dump()));
+						continue;
+					}
+					auto size = static_cast<uint16_t>(n.get<int64_t>());
+					if (std::find(d.edns_udp_sizes.begin(), d.edns_udp_sizes.end(), size) == d.edns_udp_sizes.end())
+						d.edns_udp_sizes.push_back(size);
+				}
+				if (d.edns_udp_sizes.size() > AL_DNS_MAX_UDP_SIZES)
+					error(up, fmt::format("{} sizes; at most {}", d.edns_udp_sizes.size(), AL_DNS_MAX_UDP_SIZES));
+			}
+		}
+		if (v.contains("dnssec_ok")) {
+			const json& b = v["dnssec_ok"];
+			if (expect(b, join(path, "dnssec_ok"), b.is_boolean(), "a boolean"))
+				d.edns_dnssec_ok = b.get<bool>();
 		}
 	}
 
@@ -631,6 +709,24 @@ private:
 };
 
 }  // namespace
+
+std::optional<uint16_t> edns_option_code(const std::string& name)
+{
+	static const std::map<std::string, uint16_t> names = {
+		{"NSID", 3},	       {"CLIENT-SUBNET", 8}, {"EXPIRE", 9}, {"COOKIE", 10},
+		{"TCP-KEEPALIVE", 11}, {"PADDING", 12},	     {"CHAIN", 13}, {"KEY-TAG", 14},
+	};
+	std::string up = name;
+	std::transform(up.begin(), up.end(), up.begin(), ::toupper);
+	if (auto it = names.find(up); it != names.end())
+		return it->second;
+	if (name.empty() || name.size() > 5 || !std::all_of(name.begin(), name.end(), ::isdigit))
+		return std::nullopt;
+	long n = std::stol(name);
+	if (n > 65535)
+		return std::nullopt;
+	return static_cast<uint16_t>(n);
+}
 
 std::optional<json> parse_json_checked(std::string_view text, const std::string& file_label,
 				       std::vector<PolicyError>& errors)

@@ -44,6 +44,13 @@ struct Rule {
 	std::string comment;
 };
 
+// An EDNS option a query may carry, at most once, with at most max_length bytes.
+struct EdnsOption {
+	uint16_t code = 0;
+	uint16_t max_length = 0;
+	bool operator==(const EdnsOption&) const = default;
+};
+
 struct DnsPolicy {
 	std::vector<Address> resolvers;
 	std::vector<std::string> types = {"A", "AAAA", "CNAME"};
@@ -54,6 +61,13 @@ struct DnsPolicy {
 	unsigned query_burst = 200;        // and how many may come at once
 	unsigned min_ttl = 30;             // learned addresses live this long at least,
 	unsigned max_ttl = 3600;           // and at most (seconds)
+	// EDNS (docs/dns.md, "What a query may carry"): what the stub resolvers
+	// in use send. dig: COOKIE 8 bytes, 1232, DO with +dnssec; glibc: no
+	// option, 1200.
+	bool edns = true;
+	std::vector<EdnsOption> edns_options = {{10, 8}};
+	std::vector<uint16_t> edns_udp_sizes = {512, 1200, 1220, 1232, 4096};
+	bool edns_dnssec_ok = true;
 };
 
 // Socket families by AF_* number, for the "families" key: every family of
@@ -68,6 +82,8 @@ int family_number(std::string_view name);
 inline constexpr uint64_t kDefaultFamilies = (1ull << 1) | (1ull << 2) | (1ull << 10);
 // "inet", "inet6", "unix" for a mask, in AF_* order.
 std::vector<std::string> family_names(uint64_t mask);
+// "COOKIE" -> 10; a decimal code string -> that code.
+std::optional<uint16_t> edns_option_code(const std::string& name);
 
 struct Policy {
 	int version = 1;
