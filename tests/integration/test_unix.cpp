@@ -411,6 +411,29 @@ TEST_F(Unix, TwoSandboxesCannotReachEachOthersAbstractSockets)
 	pa.wait(10s);
 }
 
+// The hook sees a name; the kernel follows symbolic links after it. A
+// directory a prefix rule allows is mounted nosymfollow for the processes
+// airlock starts: a link the sandbox plants there leads nowhere.
+TEST_F(Unix, ASymlinkInAnAllowedDirectoryLeadsNowhere)
+{
+	std::string p = dir_ + "/p", link = p + "/link.sock";
+	::mkdir(p.c_str(), 0777);
+	::chmod(p.c_str(), 0777);
+	UnixSink sink(env(), "symlink", {"stream", host_});
+	ASSERT_TRUE(sink.ready());
+	std::string m = env().marker("symlink");
+	json rules = json::array({{{"action", "allow"}, {"unix", p + "/*"}}});
+	auto rr = run("symlink", policy(rules),
+		      {"sh", "-c", "ln -s " + host_ + " " + link + " && " + join(client({"stream", link, m}))}, "nobody");
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_EQ(ResultFor(rr, m).value("errno", ""), "ELOOP") << rr.describe();
+	ASSERT_TRUE(sink.fence("stream", host_));
+	EXPECT_EQ(sink.count(m), 0u) << "LEAK through a symlink: " << sink.log();
+	auto start = events(env().audit(), "sandbox-start");
+	ASSERT_EQ(start.size(), 1u);
+	EXPECT_EQ(start[0]["confinement"]["nosymfollow"], json::array({p})) << start[0].dump();
+}
+
 TEST_F(Unix, AViolationOnAUnixSocketLatchesTheQuarantine)
 {
 	UnixSink sink(env(), "latch", {"stream", host_});

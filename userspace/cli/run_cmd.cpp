@@ -73,6 +73,7 @@ Child spawn(const std::string& name, const std::string& cgroup_path, const RunOp
 	// would refuse it (the sandbox record says the same: abstract_scoped).
 	lo.scope_abstract_unix = scope_abstract.value_or(!allows_outside_abstract(policy));
 	lo.scope_signal = true;
+	lo.nosymfollow = unix_prefix_dirs(policy);
 	Launched l = launch(lo);
 	return Child{l.pid, std::move(l.pidfd), std::move(l.confinement)};
 }

@@ -10,6 +10,7 @@
 #include <pwd.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <sys/statvfs.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -259,7 +261,8 @@ bool bad_fs(const char* path)
 }
 
 // In the child's own mount namespace, after its cgroup namespace exists.
-int make_mounts(const std::vector<const char*>& detach, const std::vector<const char*>& cgroup2)
+int make_mounts(const std::vector<const char*>& detach, const std::vector<const char*>& cgroup2,
+		const std::vector<const char*>& nosymfollow)
 {
 	if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
 		return errno;
@@ -281,6 +284,21 @@ int make_mounts(const std::vector<const char*>& detach, const std::vector<const 
 			return errno;
 	if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RELATIME, nullptr) != 0)
 		return errno;
+	// A bind mount of the directory onto itself, then the same flags plus
+	// nosymfollow (a remount replaces the per-mount flags: keep the rest).
+	for (const char* d : nosymfollow) {
+		struct statvfs v;
+		if (::statvfs(d, &v) != 0 || ::mount(d, d, nullptr, MS_BIND | MS_REC, nullptr) != 0)
+			return errno;
+		unsigned long keep = 0;
+		for (auto [st, ms] : {std::pair{ST_RDONLY, MS_RDONLY}, {ST_NOSUID, MS_NOSUID}, {ST_NODEV, MS_NODEV},
+				      {ST_NOEXEC, MS_NOEXEC}, {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME},
+				      {ST_RELATIME, MS_RELATIME}})
+			if (v.f_flag & st)
+				keep |= ms;
+		if (::mount(nullptr, d, nullptr, MS_REMOUNT | MS_BIND | MS_NOSYMFOLLOW | keep, nullptr) != 0)
+			return errno;
+	}
 	return 0;
 }
 
@@ -290,7 +308,7 @@ struct ChildPlan {
 	int errfd;
 	int procs_fd;  // join: the cgroup's cgroup.procs
 	bool namespaces;
-	std::vector<const char*> detach, cgroup2;
+	std::vector<const char*> detach, cgroup2, nosymfollow;
 	sock_fprog seccomp;
 	uint64_t landlock_scoped;
 	char** argv;
@@ -401,7 +419,7 @@ void forward(int sig, siginfo_t* si, void*)
 	}
 	if (!p.namespaces)
 		become_command(p);
-	if (int e = make_mounts(p.detach, p.cgroup2)) {
+	if (int e = make_mounts(p.detach, p.cgroup2, p.nosymfollow)) {
 		report(p.errfd, kMounts, e);
 		_exit(125);
 	}
@@ -409,6 +427,25 @@ void forward(int sig, siginfo_t* si, void*)
 }
 
 }  // namespace
+
+std::vector<std::string> unix_prefix_dirs(const Policy& p)
+{
+	std::vector<std::string> out;
+	for (const auto& r : p.rules) {
+		if (r.action != Action::Allow || !r.unix_target || r.unix_target->abstract || !r.unix_target->prefix)
+			continue;
+		// "/run/agent/" and "/run/agent/x-" are both under /run/agent.
+		const std::string& b = r.unix_target->bytes;
+		std::string dir = b.substr(0, b.rfind('/'));
+		if (dir.empty())
+			dir = "/";
+		std::error_code ec;
+		if (std::filesystem::is_directory(dir, ec) &&
+		    std::find(out.begin(), out.end(), dir) == out.end())
+			out.push_back(dir);
+	}
+	return out;
+}
 
 int landlock_abi()
 {
@@ -439,6 +476,7 @@ nlohmann::json Confinement::to_json() const
 	return {{"namespaces", namespaces},
 		{"cgroup_mounts", cgroup_mounts},
 		{"detached", detached},
+		{"nosymfollow", nosymfollow},
 		{"families", family_names(families)},
 		{"io_uring", io_uring},
 		{"landlock", {{"abi", landlock_abi}, {"applied", landlock_scoped != 0}, {"scoped", scopes}}}};
@@ -484,6 +522,9 @@ Launched launch(const LaunchOptions& o)
 			plan.detach.push_back(m.c_str());
 		for (const auto& m : mounts.cgroup2)
 			plan.cgroup2.push_back(m.c_str());
+		c.nosymfollow = o.nosymfollow;
+		for (const auto& d : o.nosymfollow)
+			plan.nosymfollow.push_back(d.c_str());
 	}
 
 	Fd procs;

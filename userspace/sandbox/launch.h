@@ -38,13 +38,21 @@ struct LaunchOptions {
 	// the command's Landlock domain, and signals to processes outside it.
 	bool scope_abstract_unix = true;
 	bool scope_signal = true;
+	// Directories whose symbolic links the command's path walks do not
+	// follow (nosymfollow bind mounts): those a unix prefix rule allows, so
+	// that a name under them reaches what it says (unix_prefix_dirs).
+	std::vector<std::string> nosymfollow;
 };
 
 // What the command got, for the audit log and status.
+// The existing directories of a policy's unix prefix allow rules.
+std::vector<std::string> unix_prefix_dirs(const Policy& p);
+
 struct Confinement {
 	bool namespaces = false;  // private mount namespace and PID namespace
 	std::vector<std::string> cgroup_mounts;  // cgroup2 mounted afresh here
 	std::vector<std::string> detached;       // host mounts the command cannot see
+	std::vector<std::string> nosymfollow;    // directories mounted nosymfollow
 	uint64_t families = 0;
 	bool io_uring = false;
 	int landlock_abi = 0;         // of the running kernel; 0: none
