@@ -147,6 +147,19 @@ int al_bind_exit_tp(struct al_sys_exit *ctx)
 	return al_bind_exit(ctx);
 }
 
+/* Socket families the policy does not list, created or refused. */
+SEC("tracepoint/syscalls/sys_exit_socket")
+int al_socket_exit_tp(struct al_sys_exit *ctx)
+{
+	return al_socket_exit(ctx);
+}
+
+SEC("tracepoint/syscalls/sys_exit_socketpair")
+int al_socketpair_exit_tp(struct al_sys_exit *ctx)
+{
+	return al_socket_exit(ctx);
+}
+
 /* The backstop: whatever the syscall claimed, this is where the packet goes.
  * A packet to a resolver is also a DNS query, judged by what it asks. */
 SEC("cgroup_skb/egress")

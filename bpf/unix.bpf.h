@@ -334,4 +334,42 @@ static __always_inline int al_bind_exit(struct al_sys_exit *ctx)
 	return 0;
 }
 
+/* socket(2) and socketpair(2) of a family the policy does not list, as
+ * they return. The seccomp filter of the processes airlock starts has
+ * already refused them (EPERM; a refused call never reaches the entry
+ * tracepoint, only this one); in an attached container nothing refused it.
+ * Either way a violation, with the quarantine latch as the policy says.
+ * The family is the call's first argument, read from its registers. */
+struct pt_regs___al {
+	unsigned long di;
+} __attribute__((preserve_access_index));
+
+static __always_inline int al_socket_exit(struct al_sys_exit *ctx)
+{
+	__u64 cgid;
+	struct al_sandbox *sb = al_sandbox_of_task(&cgid);
+
+	if (!sb || (ctx->ret < 0 && ctx->ret != -1 /* EPERM */))
+		return 0;
+	struct pt_regs___al *regs = (struct pt_regs___al *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	unsigned long di = 0;
+
+	if (!regs || bpf_probe_read_kernel(&di, sizeof(di), &regs->di))
+		return 0;
+	__u32 af = (__u32)di;
+
+	if (af < 64 && (sb->families & (1ull << af)))
+		return 0; /* listed: an EPERM here came from elsewhere */
+	struct al_counters *c = al_counters_of(sb->slot);
+	struct al_dest dst = { .port = af < 0xffff ? af : 0xffff };
+	struct al_decision d = { .verdict = AL_VERDICT_DENY, .reason = AL_REASON_FAMILY, .rule = AL_RULE_NONE };
+
+	if (al_latched(sb->slot)) {
+		al_quarantined(AL_HOOK_SOCKET, c);
+		return 0;
+	}
+	al_finish(AL_HOOK_SOCKET, sb, c, cgid, &dst, &d, 0);
+	return 0;
+}
+
 #endif

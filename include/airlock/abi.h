@@ -82,6 +82,7 @@ enum al_hook {
 	AL_HOOK_INGRESS = 6,
 	AL_HOOK_CONNECT_UNIX = 7,  /* Linux 6.7+ */
 	AL_HOOK_SENDMSG_UNIX = 8,  /* Linux 6.7+ */
+	AL_HOOK_SOCKET = 9,        /* socket(2)/socketpair(2) as they return (a tracepoint) */
 	AL_HOOK_MAX = 12,
 };
 
@@ -123,7 +124,8 @@ enum al_reason {
 	AL_REASON_BUSY = 27,         /* no working memory free on this CPU: fail closed */
 	AL_REASON_REFUSED = 28,      /* a refuse rule: failed, counted, not a violation */
 	AL_REASON_UNIX_OWN = 29,     /* allowed: an abstract name a process of the sandbox bound */
-	AL_REASON_MAX = 30,
+	AL_REASON_FAMILY = 30,       /* a socket family the policy does not list (al_event.port holds AF_x) */
+	AL_REASON_MAX = 31,
 };
 
 enum al_violation_action {
@@ -156,6 +158,7 @@ struct al_sandbox {
 	__u32 flags;       /* al_sandbox_flag */
 	__u8 on_violation; /* al_violation_action */
 	__u8 pad[3];
+	__u64 families;    /* bit AF_x: the policy lets the sandbox create AF_x sockets */
 };
 
 /* Map "al_rules", LPM trie. data[] is policy id, family, address: the prefix
@@ -422,7 +425,7 @@ struct al_unix_event {
 #endif
 
 AL_STATIC_ASSERT(sizeof(struct al_config) == 16, "al_config layout");
-AL_STATIC_ASSERT(sizeof(struct al_sandbox) == 16, "al_sandbox layout");
+AL_STATIC_ASSERT(sizeof(struct al_sandbox) == 24, "al_sandbox layout");
 AL_STATIC_ASSERT(sizeof(struct al_lpm_key) == 28, "al_lpm_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_range) == 8, "al_range layout");
 AL_STATIC_ASSERT(sizeof(struct al_rule_set) == 8 + 8 * AL_MAX_RANGES, "al_rule_set layout");

@@ -148,7 +148,9 @@ protected:
 			     {"on_violation", "deny"},
 			     {"rules", json::array({json{{"action", "allow"}, {"domain", "allowed.test"}, {"ports", {9000}}},
 						    json{{"action", "allow"}, {"domain", "*.allowed.test"}, {"ports", {9000}}},
-						    json{{"action", "deny"}, {"domain", "*.blocked.allowed.test"}}})},
+						    json{{"action", "deny"}, {"domain", "*.blocked.allowed.test"}},
+						    // `airlock status` inside asks the daemon's control socket first.
+						    json{{"action", "allow"}, {"unix", env().state_dir + "/control.sock"}}})},
 			     {"dns", {{"resolvers", {kResolver}},
 				      {"types", {"A", "AAAA"}},
 				      {"max_name_length", 40},
@@ -735,8 +737,6 @@ TEST_F(DnsParser, LearnedTableIsBoundedPerSandbox)
 	json p = json::parse(read_file(policy_));
 	p["dns"]["queries_per_second"] = 100000;
 	p["dns"]["query_burst"] = 100000;
-	// `airlock status` inside asks for the daemon's control socket first.
-	p["rules"].push_back({{"action", "allow"}, {"unix", env().state_dir + "/control.sock"}});
 	std::string policy = env().write_policy("many.json", p);
 	const int kAnswers = 260, kPerAnswer = 16;  // 4160 addresses, 64 past the table
 	auto addr = [](int i, int k) { return fmt::format("10.{}.{}.{}", 200 + i / 200, i % 200, k + 1); };

@@ -448,5 +448,42 @@ TEST_F(Unix, AViolationOnAUnixSocketLatchesTheQuarantine)
 	EXPECT_TRUE(Logged(env().audit(), v));
 }
 
+// Socket families the policy does not list: refused by the seccomp filter of
+// the processes airlock starts, and recorded (seen as the call returns).
+class SocketFamilies : public Unix {};
+
+TEST_F(SocketFamilies, UnlistedFamiliesAreRefusedAndRecorded)
+{
+	std::string probe = python() + " -c \"import socket\nfor f, t in ((40, 2), (16, 2), (17, 3), (1, 1), (2, 2)):\n"
+				       "    try: socket.socket(f, t).close(); print('FAM', f, 'ok')\n"
+				       "    except OSError as e: print('FAM', f, e.errno)\"";
+	auto rr = run("fam", policy(json::array()), {"sh", "-c", probe}, "nobody");
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	for (const char* want : {"FAM 40 1", "FAM 16 1", "FAM 17 1", "FAM 1 ok", "FAM 2 ok"})
+		EXPECT_NE(rr.r.out.find(want), std::string::npos) << want << "\n" << rr.describe();
+	std::vector<std::string> seen;
+	for (const auto& j : env().audit())
+		if (j.value("event", "") == "decision" && j.value("hook", "") == "socket") {
+			EXPECT_EQ(j.value("reason", ""), "family") << j.dump();
+			EXPECT_EQ(j.value("violation", false), true) << j.dump();
+			EXPECT_EQ(j.value("comm", ""), "python3") << j.dump();
+			seen.push_back(j.value("socket_family", ""));
+		}
+	EXPECT_EQ(seen, (std::vector<std::string>{"vsock", "netlink", "packet"})) << dump_lines(env().audit());
+}
+
+TEST_F(SocketFamilies, AnUnlistedFamilyLatchesTheQuarantine)
+{
+	std::string probe = python() + " -c \"import socket\ntry: socket.socket(40, 2)\nexcept OSError: pass\n"
+				       "import time; time.sleep(10)\"";
+	auto rr = run("famkill", policy(json::array(), "kill"), {"sh", "-c", probe});
+	EXPECT_EQ(rr.r.status, 120) << rr.describe();
+	Match m;
+	m.hook = "socket";
+	m.reason = "family";
+	m.latched = true;
+	EXPECT_TRUE(Logged(env().audit(), m));
+}
+
 }  // namespace
 }  // namespace it

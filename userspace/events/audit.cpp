@@ -12,6 +12,7 @@
 
 #include "net/address.h"
 #include "policy/dnsname.h"
+#include "policy/policy.h"
 #include "sandbox/state.h"
 #include "util/error.h"
 #include "util/files.h"
@@ -32,6 +33,7 @@ const char* hook_name(unsigned hook)
 	case AL_HOOK_INGRESS: return "ingress";
 	case AL_HOOK_CONNECT_UNIX: return "connect_unix";
 	case AL_HOOK_SENDMSG_UNIX: return "sendmsg_unix";
+	case AL_HOOK_SOCKET: return "socket";
 	}
 	return "unknown";
 }
@@ -79,6 +81,7 @@ const char* reason_name(unsigned reason)
 	case AL_REASON_BUSY: return "busy";
 	case AL_REASON_REFUSED: return "refused";
 	case AL_REASON_UNIX_OWN: return "unix-own";
+	case AL_REASON_FAMILY: return "family";
 	}
 	return "unknown";
 }
@@ -133,11 +136,24 @@ json decision_json(const al_event& e)
 	j["port"] = e.port;
 	j["rule"] = e.rule == AL_RULE_NONE ? json(nullptr) : json(e.rule);
 	j["policy_id"] = e.policy_id;
+	if (e.hook == AL_HOOK_SOCKET) {
+		// The family of socket(2) travels in the port field.
+		const char* name = family_name(e.port);
+		j["socket_family"] = name ? json(name) : json(e.port);
+		j["protocol"] = nullptr;
+		j["port"] = nullptr;
+	}
 	return j;
 }
 
 std::string decision_line(const al_event& e)
 {
+	if (e.hook == AL_HOOK_SOCKET) {
+		const char* name = family_name(e.port);
+		return fmt::format("{} socket family {} ({}) pid {} {}{}", verdict_name(e.verdict),
+				   name ? name : std::to_string(e.port), reason_name(e.reason), e.tgid, comm_of(e),
+				   e.latched ? " [quarantine latched]" : "");
+	}
 	std::string dst = e.hook == AL_HOOK_SOCK_CREATE ? "" : dest_of(e);
 	std::string where = dst.empty() ? std::string("-")
 				 : e.family == AL_FAMILY_IPV6 ? fmt::format("[{}]:{}", dst, e.port)

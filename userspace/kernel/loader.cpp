@@ -3,6 +3,9 @@
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 
+#include <utility>
+#include <vector>
+
 #include "airlock_bpf.skel.h"
 #include "kernel/kernel.h"
 #include "util/error.h"
@@ -33,11 +36,19 @@ struct Loader {
 		}
 		// bind(2) of abstract names, for the unix hooks to tell the
 		// sandbox's own sockets: attached once, for every sandbox.
-		bool bind_tracker = kernel_has_unix_hooks() && ensure_tracefs();
-		if (!bind_tracker) {
-			bpf_program__set_autoload(skel->progs.al_bind_enter_tp, false);
-			bpf_program__set_autoload(skel->progs.al_bind_exit_tp, false);
-		}
+		// socket(2)/socketpair(2) of unlisted families: on every kernel
+		// with tracefs.
+		bool tracefs = ensure_tracefs();
+		bool bind_tracker = kernel_has_unix_hooks() && tracefs;
+		std::vector<std::pair<bpf_program*, bool>> tracepoints = {
+			{skel->progs.al_bind_enter_tp, bind_tracker},
+			{skel->progs.al_bind_exit_tp, bind_tracker},
+			{skel->progs.al_socket_exit_tp, tracefs},
+			{skel->progs.al_socketpair_exit_tp, tracefs},
+		};
+		for (auto [prog, on] : tracepoints)
+			if (!on)
+				bpf_program__set_autoload(prog, false);
 		int err = airlock_bpf__load(skel);
 		if (err) {
 			airlock_bpf__destroy(skel);
@@ -68,9 +79,11 @@ struct Loader {
 		k.maps_.unix_prefix = dup(bpf_map__fd(skel->maps.al_unix_prefix));
 		k.maps_.unix_bound = dup(bpf_map__fd(skel->maps.al_unix_bound));
 		k.maps_.unix_binding = dup(bpf_map__fd(skel->maps.al_unix_binding));
-		if (bind_tracker) {
+		if (tracefs) {
 			make_dirs(tracepoints_dir(bpf_dir));
-			for (auto* prog : {skel->progs.al_bind_enter_tp, skel->progs.al_bind_exit_tp}) {
+			for (auto [prog, on] : tracepoints) {
+				if (!on)
+					continue;
 				bpf_link* link = bpf_program__attach(prog);
 				std::string pin = tracepoints_dir(bpf_dir) + "/" + bpf_program__name(prog);
 				int err = link ? bpf_link__pin(link, pin.c_str()) : -errno;

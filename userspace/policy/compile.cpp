@@ -343,6 +343,7 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 	case OnViolation::Freeze: c.on_violation = AL_ON_VIOLATION_FREEZE; break;
 	case OnViolation::Kill: c.on_violation = AL_ON_VIOLATION_KILL; break;
 	}
+	c.families = p.families;
 
 	std::vector<const Rule*> cidr_rules;
 	for (const auto& r : p.rules) {

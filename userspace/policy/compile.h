@@ -37,6 +37,7 @@ struct CompiledPolicy {
 	al_dns_policy dns{};              // the "dns" block, keyed by the policy id
 	uint32_t sandbox_flags = 0;  // al_sandbox_flag (AL_SB_LOG_ALLOWED is the runner's)
 	uint8_t on_violation = AL_ON_VIOLATION_DENY;
+	uint64_t families = 0;  // al_sandbox.families
 };
 
 struct CompileResult {

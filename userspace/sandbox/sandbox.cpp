@@ -46,6 +46,7 @@ al_sandbox entry_for(uint32_t slot, uint32_t policy_id, const CompiledPolicy& c,
 	sb.flags = c.sandbox_flags | (r.log_allowed ? AL_SB_LOG_ALLOWED : 0) |
 		   (r.abstract_scoped ? AL_SB_ABSTRACT_SCOPED : 0);
 	sb.on_violation = c.on_violation;
+	sb.families = c.families;
 	return sb;
 }
 
