@@ -11,6 +11,7 @@
 #include <linux/capability.h>
 
 #include "events/audit.h"
+#include "util/mountinfo.h"
 #include "kernel/kernel.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
@@ -117,19 +118,11 @@ std::string escape_reason(int pid, const std::string& relative)
 		return "";
 	// Read from the initial cgroup namespace, the root of a cgroup2 mount
 	// is its path on the whole hierarchy.
-	std::istringstream mi(read_file(fmt::format("/proc/{}/mountinfo", pid)).value_or(""));
-	for (std::string line; std::getline(mi, line);) {
-		auto sep = line.find(" - ");
-		if (sep == std::string::npos)
-			continue;
-		std::istringstream head(line.substr(0, sep)), tail(line.substr(sep + 3));
-		std::string id, parent, dev, root, point, fstype;
-		head >> id >> parent >> dev >> root >> point;
-		tail >> fstype;
-		if (fstype == "bpf")
-			return "it runs as uid 0 and sees a bpf mount (" + point + ")";
-		if (fstype == "cgroup2" && root != relative && root.rfind(relative + "/", 0) != 0)
-			return "it runs as uid 0 and sees a cgroup2 mount rooted outside it (" + point + ")";
+	for (const auto& m : read_mountinfo(fmt::format("/proc/{}/mountinfo", pid))) {
+		if (m.fstype == "bpf")
+			return "it runs as uid 0 and sees a bpf mount (" + m.point + ")";
+		if (m.fstype == "cgroup2" && m.root != relative && m.root.rfind(relative + "/", 0) != 0)
+			return "it runs as uid 0 and sees a cgroup2 mount rooted outside it (" + m.point + ")";
 	}
 	return "";
 }

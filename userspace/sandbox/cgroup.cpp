@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "util/error.h"
+#include "util/mountinfo.h"
 #include "util/files.h"
 
 namespace airlock::cgroup {
@@ -20,41 +21,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// mountinfo escapes space, tab, newline and backslash as octal.
-std::string unescape(const std::string& s)
-{
-	std::string out;
-	for (size_t i = 0; i < s.size(); i++) {
-		if (s[i] == '\\' && i + 3 < s.size()) {
-			out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
-			i += 3;
-		} else {
-			out += s[i];
-		}
-	}
-	return out;
-}
-
 std::string find_mount()
 {
-	std::ifstream in("/proc/self/mountinfo");
-	std::string line;
-	while (std::getline(in, line)) {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superopts
-		auto sep = line.find(" - ");
-		if (sep == std::string::npos)
-			continue;
-		std::istringstream rest(line.substr(sep + 3));
-		std::string fstype;
-		rest >> fstype;
-		if (fstype != "cgroup2")
-			continue;
-		std::istringstream head(line.substr(0, sep));
-		std::string id, parent, dev, root, mnt;
-		head >> id >> parent >> dev >> root >> mnt;
-		if (root == "/")
-			return unescape(mnt);
-	}
+	for (const auto& m : read_mountinfo())
+		if (m.fstype == "cgroup2" && m.root == "/")
+			return m.point;
 	fail("no cgroup2 filesystem in /proc/self/mountinfo (airlock needs cgroup v2)");
 }
 

@@ -29,6 +29,7 @@
 #include <spdlog/spdlog.h>
 
 #include "util/error.h"
+#include "util/mountinfo.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -129,20 +130,6 @@ Identity resolve_user(const std::string& spec)
 	return id;
 }
 
-std::string unescape_mount_path(const std::string& s)
-{
-	std::string out;
-	for (size_t i = 0; i < s.size(); i++) {
-		if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-			out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
-			i += 3;
-		} else {
-			out += s[i];
-		}
-	}
-	return out;
-}
-
 struct HostMounts {
 	std::vector<std::string> detach;  // mount points of cgroup, cgroup2, bpf and proc mounts
 	std::vector<std::string> cgroup2;  // mount points of cgroup2, once each
@@ -153,23 +140,13 @@ struct HostMounts {
 HostMounts host_mounts()
 {
 	HostMounts m;
-	std::ifstream in("/proc/self/mountinfo");
-	std::string line;
-	while (std::getline(in, line)) {
-		auto sep = line.find(" - ");
-		if (sep == std::string::npos)
+	for (const auto& e : read_mountinfo()) {
+		if (e.fstype != "cgroup2" && e.fstype != "cgroup" && e.fstype != "bpf" && e.fstype != "proc")
 			continue;
-		std::istringstream head(line.substr(0, sep)), tail(line.substr(sep + 3));
-		std::string id, parent, dev, root, point, fstype;
-		head >> id >> parent >> dev >> root >> point;
-		tail >> fstype;
-		if (fstype != "cgroup2" && fstype != "cgroup" && fstype != "bpf" && fstype != "proc")
-			continue;
-		point = unescape_mount_path(point);
-		if (std::find(m.detach.begin(), m.detach.end(), point) == m.detach.end())
-			m.detach.push_back(point);
-		if (fstype == "cgroup2" && std::find(m.cgroup2.begin(), m.cgroup2.end(), point) == m.cgroup2.end())
-			m.cgroup2.push_back(point);
+		if (std::find(m.detach.begin(), m.detach.end(), e.point) == m.detach.end())
+			m.detach.push_back(e.point);
+		if (e.fstype == "cgroup2" && std::find(m.cgroup2.begin(), m.cgroup2.end(), e.point) == m.cgroup2.end())
+			m.cgroup2.push_back(e.point);
 	}
 	return m;
 }
