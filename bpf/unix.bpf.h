@@ -341,8 +341,12 @@ static __always_inline int al_bind_exit(struct al_sys_exit *ctx)
  * Either way a violation, with the quarantine latch as the policy says.
  * The family is the call's first argument, read from its registers. */
 struct pt_regs___al {
+	unsigned long dx;
 	unsigned long di;
 } __attribute__((preserve_access_index));
+
+#define AL_AF_NETLINK 16
+#define AL_NETLINK_ROUTE_BIT 63 /* "netlink-route": AF_NETLINK, protocol NETLINK_ROUTE only */
 
 static __always_inline int al_socket_exit(struct al_sys_exit *ctx)
 {
@@ -360,6 +364,13 @@ static __always_inline int al_socket_exit(struct al_sys_exit *ctx)
 
 	if (af < 64 && (sb->families & (1ull << af)))
 		return 0; /* listed: an EPERM here came from elsewhere */
+	if (af == AL_AF_NETLINK && (sb->families & (1ull << AL_NETLINK_ROUTE_BIT))) {
+		unsigned long proto = 1;
+
+		/* The protocol, the call's third argument. */
+		if (bpf_probe_read_kernel(&proto, sizeof(proto), &regs->dx) || (__u32)proto == 0)
+			return 0;
+	}
 	struct al_counters *c = al_counters_of(sb->slot);
 	struct al_dest dst = { .port = af < 0xffff ? af : 0xffff };
 	struct al_decision d = { .verdict = AL_VERDICT_DENY, .reason = AL_REASON_FAMILY, .rule = AL_RULE_NONE };

@@ -28,7 +28,8 @@ TABLE = {
     "unix": (1, socket.SOCK_STREAM, 0),
     "inet": (2, socket.SOCK_STREAM, 0),
     "inet6": (10, socket.SOCK_STREAM, 0),
-    "netlink": (16, socket.SOCK_RAW, 0),   # NETLINK_ROUTE
+    "netlink-route": (16, socket.SOCK_RAW, 0),  # NETLINK_ROUTE: getaddrinfo's address check
+    "netlink": (16, socket.SOCK_RAW, 2),   # NETLINK_USERSOCK: process to process
     "packet": (17, socket.SOCK_DGRAM, 0),
     "rds": (21, socket.SOCK_SEQPACKET, 0),
     "can": (29, socket.SOCK_RAW, 1),

@@ -35,11 +35,13 @@ Policy parse_ok(const std::string& text)
 	return r.policy.value_or(Policy{});
 }
 
-TEST(PolicyFamilies, DefaultIsExactlyInetInet6Unix)
+TEST(PolicyFamilies, DefaultIsExactlyInetInet6UnixAndNetlinkRoute)
 {
 	Policy p = parse_ok(doc(""));
-	EXPECT_EQ(p.families, (1ull << AF_INET) | (1ull << AF_INET6) | (1ull << AF_UNIX));
-	EXPECT_EQ(family_names(p.families), (std::vector<std::string>{"unix", "inet", "inet6"}));
+	EXPECT_EQ(p.families,
+		  (1ull << AF_INET) | (1ull << AF_INET6) | (1ull << AF_UNIX) | (1ull << kNetlinkRouteBit));
+	EXPECT_EQ(family_names(p.families), (std::vector<std::string>{"unix", "inet", "inet6", "netlink-route"}));
+	EXPECT_EQ(parse_ok(doc(R"(, "families": ["netlink-route"])")).families, 1ull << kNetlinkRouteBit);
 	EXPECT_FALSE(p.io_uring);
 }
 
@@ -74,13 +76,13 @@ TEST(PolicyFamilies, ExactErrors)
 {
 	EXPECT_EQ(errors_of(doc(R"(, "families": ["inet", "vsocks"])")),
 		  (std::vector<std::string>{"p.json: families/1: 'vsocks' is not a socket family airlock knows (inet, "
-					    "inet6, unix, netlink, packet, vsock, ...)"}));
+					    "inet6, unix, netlink-route, netlink, packet, vsock, ...)"}));
 	EXPECT_EQ(errors_of(doc(R"(, "families": ["unspec", "INET"])")),
 		  (std::vector<std::string>{
 			  "p.json: families/0: 'unspec' is not a socket family airlock knows (inet, inet6, unix, "
-			  "netlink, packet, vsock, ...)",
-			  "p.json: families/1: 'INET' is not a socket family airlock knows (inet, inet6, unix, netlink, "
-			  "packet, vsock, ...)"}));
+			  "netlink-route, netlink, packet, vsock, ...)",
+			  "p.json: families/1: 'INET' is not a socket family airlock knows (inet, inet6, unix, netlink-route, "
+			  "netlink, packet, vsock, ...)"}));
 	EXPECT_EQ(errors_of(doc(R"(, "families": "inet")")),
 		  (std::vector<std::string>{"p.json: families: expected an array, got a string"}));
 	EXPECT_EQ(errors_of(doc(R"(, "families": [2])")),

@@ -606,8 +606,8 @@ public:
 				continue;
 			int af = family_number(v[i].get<std::string>());
 			if (af < 0)
-				error(ip, fmt::format("{} is not a socket family airlock knows (inet, inet6, unix, netlink, "
-						      "packet, vsock, ...)",
+				error(ip, fmt::format("{} is not a socket family airlock knows (inet, inet6, unix, netlink-route, "
+						      "netlink, packet, vsock, ...)",
 						      shown(v[i])));
 			else
 				mask |= 1ull << af;
@@ -819,6 +819,8 @@ const char* family_name(unsigned af)
 
 int family_number(std::string_view name)
 {
+	if (name == "netlink-route")
+		return kNetlinkRouteBit;
 	for (unsigned af = 1; af < kFamilyMax; af++)
 		if (name == kFamilyNames[af])
 			return static_cast<int>(af);
@@ -831,6 +833,8 @@ std::vector<std::string> family_names(uint64_t mask)
 	for (unsigned af = 1; af < kFamilyMax; af++)
 		if (mask & (1ull << af))
 			out.push_back(kFamilyNames[af]);
+	if ((mask & (1ull << kNetlinkRouteBit)) && !(mask & (1ull << 16)))
+		out.push_back("netlink-route");
 	return out;
 }
 

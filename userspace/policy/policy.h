@@ -78,8 +78,13 @@ inline constexpr unsigned kFamilyMax = 46;
 const char* family_name(unsigned af);
 // The AF_* number of a name, or -1.
 int family_number(std::string_view name);
-// inet, inet6, unix.
-inline constexpr uint64_t kDefaultFamilies = (1ull << 1) | (1ull << 2) | (1ull << 10);
+// "netlink-route": AF_NETLINK with protocol NETLINK_ROUTE only, in a bit of
+// its own. glibc's getaddrinfo (AI_ADDRCONFIG: Python, curl) asks the kernel
+// which addresses are configured; an unprivileged rtnetlink socket can ask
+// and listen, but not send to another process (as NETLINK_USERSOCK can).
+inline constexpr unsigned kNetlinkRouteBit = 63;
+// inet, inet6, unix, netlink-route.
+inline constexpr uint64_t kDefaultFamilies = (1ull << 1) | (1ull << 2) | (1ull << 10) | (1ull << kNetlinkRouteBit);
 // "inet", "inet6", "unix" for a mask, in AF_* order.
 std::vector<std::string> family_names(uint64_t mask);
 // "COOKIE" -> 10; a decimal code string -> that code.

@@ -175,11 +175,20 @@ std::vector<sock_filter> compile_seccomp(uint64_t families, bool io_uring)
 	for (int sys : {SCMP_SYS(socket), SCMP_SYS(socketpair)}) {
 		// The kernel reads the domain as an int: compare the low 32 bits, so
 		// that garbage in the upper half does not slip a family past.
-		for (unsigned af = 0; af < kFamilyMax; af++)
-			if (!(families & (1ull << af)))
+		for (unsigned af = 0; af < kFamilyMax; af++) {
+			if (families & (1ull << af))
+				continue;
+			if (af == AF_NETLINK && (families & (1ull << kNetlinkRouteBit)))
+				// Every netlink protocol but NETLINK_ROUTE (0).
+				check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 2,
+						       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, af),
+						       SCMP_A2(SCMP_CMP_NE, 0)),
+				      "socket rule");
+			else
 				check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 1,
 						       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, af)),
 				      "socket rule");
+		}
 		// Families newer than the table, and anything with upper bits set
 		// that is not caught above.
 		check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 1, SCMP_A0(SCMP_CMP_GE, kFamilyMax)),
