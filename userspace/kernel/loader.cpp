@@ -21,6 +21,13 @@ struct Loader {
 		skel->rodata->al_skb_task_info =
 			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB, BPF_FUNC_get_current_pid_tgid, nullptr) == 1 &&
 			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB, BPF_FUNC_get_current_comm, nullptr) == 1;
+		// Stopping the violating task in its call needs bpf_send_signal in
+		// sock_addr (Linux 6.16+) and sock_create programs: probe, or the
+		// older verifier would refuse the programs.
+		skel->rodata->al_signal_sock_addr =
+			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BPF_FUNC_send_signal, nullptr) == 1;
+		skel->rodata->al_signal_sock_create =
+			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK, BPF_FUNC_send_signal, nullptr) == 1;
 		int err = airlock_bpf__load(skel);
 		if (err) {
 			airlock_bpf__destroy(skel);

@@ -34,7 +34,7 @@ void audit_to(const SandboxRecord& r, const json& j)
 {
 	if (r.audit_log.empty())
 		return;
-	AuditLog log(r.audit_log);
+	AuditLog log(r.audit_log, r.audit_bound);
 	log.write(r.name, j);
 }
 
@@ -196,9 +196,10 @@ SandboxRecord add(const Paths& paths, const NewSandbox& o, std::string* message)
 		kernel::Kernel k = kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty());
 		adopted = k.adopted();
 		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, o.runner_pid, cg, o.managed};
+		co.audit_bound = o.audit_bound;
 		rec = create_sandbox(k, paths, co);
 	}
-	AuditLog audit(audit_path);
+	AuditLog audit(audit_path, rec.audit_bound);
 	if (attach) {
 		auto ev = cgroup::events(rec.cgroup);
 		audit.write(rec.name, json{{"event", "attached"}, {"cgroup", rec.cgroup}, {"cgroup_id", rec.cgroup_id},

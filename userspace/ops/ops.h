@@ -39,6 +39,7 @@ struct NewSandbox {
 	int pid = 0;
 	bool managed = false;  // made through the daemon, which supervises it
 	int runner_pid = 0;    // `airlock run` through the daemon
+	AuditBound audit_bound;
 };
 // Enforces a policy on an existing cgroup, or makes a new one.
 SandboxRecord add(const Paths&, const NewSandbox&, std::string* message);

@@ -37,11 +37,16 @@ Supervisor::Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec,
     : k_(k), paths_(paths), rec_(std::move(rec)), policy_(std::move(policy))
 {
 	if (!rec_.audit_log.empty())
-		audit_ = AuditLog(rec_.audit_log);
+		audit_ = AuditLog(rec_.audit_log, rec_.audit_bound);
 	ring_fd_ = k_.ring(rec_.slot);
 	rb_ = ring_fd_.valid() ? ring_buffer__new(ring_fd_.get(), ring_cb, this, nullptr) : nullptr;
 	if (!rb_)
 		fail("cannot open the event ring of sandbox {}", rec_.name);
+	// What was held back before this supervisor took over was reported
+	// by the one before it (or is in the counters of a fresh slot: zero).
+	al_counters c = k_.counters(rec_.slot);
+	suppressed_seen_.assign(&c.suppressed[0][0], &c.suppressed[0][0] + AL_HOOK_MAX * AL_REASON_MAX);
+	last_summary_ = monotonic_ns();
 }
 
 Supervisor::~Supervisor()
@@ -49,6 +54,11 @@ Supervisor::~Supervisor()
 	if (rb_) {
 		ring_buffer__consume(rb_);
 		ring_buffer__free(rb_);
+	}
+	try {
+		summarize_suppressed(true);
+	} catch (const std::exception& e) {
+		spdlog::warn("{}: counting suppressed events at the end: {}", rec_.name, e.what());
 	}
 }
 
@@ -58,6 +68,39 @@ void Supervisor::poll()
 	check_latch();
 	check_thawed();
 	sweep_learned();
+	summarize_suppressed(false);
+}
+
+void Supervisor::summarize_suppressed(bool final)
+{
+	uint64_t now = monotonic_ns();
+	if (!final && now - last_summary_ < 1000000000ull)
+		return;
+	uint64_t since = last_summary_;
+	last_summary_ = now;
+	al_counters c = k_.counters(rec_.slot);
+	for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
+		for (unsigned r = 0; r < AL_REASON_MAX; r++) {
+			uint64_t& seen = suppressed_seen_[h * AL_REASON_MAX + r];
+			uint64_t total = c.suppressed[h][r];
+			if (total <= seen) {
+				seen = total;  // lower: the counters were reset (airlock thaw keeps them)
+				continue;
+			}
+			bool allowed = r == AL_REASON_RULE_ALLOW || r == AL_REASON_DNS_ALLOW || r == AL_REASON_LEARNED;
+			audit_.write(rec_.name, json{{"event", "suppressed"},
+						   {"hook", hook_name(h)},
+						   {"reason", reason_name(r)},
+						   {"verdict", allowed ? "allow" : policy_.mode == Mode::Audit ? "audit" : "deny"},
+						   {"count", total - seen},
+						   {"total", total},
+						   {"seconds", (now - since) / 1e9},
+						   {"policy", rec_.policy_name}});
+			spdlog::warn("{}: {} more {} {} decisions ({}) held back by the event rate limit", rec_.name,
+				     total - seen, hook_name(h), allowed ? "allowed" : "denied", reason_name(r));
+			seen = total;
+		}
+	}
 }
 
 void Supervisor::on_event(const al_event& e, const al_dns_event* dns)
@@ -118,6 +161,7 @@ void Supervisor::sweep_learned()
 
 void Supervisor::reload_from_file(const char* by)
 {
+	audit_.reopen();
 	auto r = load_record(paths_, rec_.name);
 	if (!r)
 		return;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "events/audit.h"
 #include "kernel/kernel.h"
@@ -33,7 +34,8 @@ public:
 	// A descriptor that becomes readable when events are waiting.
 	int epoll_fd() const { return ring_buffer__epoll_fd(rb_); }
 	// Reads every waiting event, then looks at the latch, a thaw, expired
-	// learned addresses. Cheap enough to call on every wake-up.
+	// learned addresses, and (once a second) what the kernel's event rate
+	// limit held back. Cheap enough to call on every wake-up.
 	void poll();
 	// SIGHUP: enforce the sandbox's policy file again (as `airlock reload`).
 	void reload_from_file(const char* by);
@@ -57,6 +59,9 @@ private:
 	void check_latch();
 	void check_thawed();
 	void sweep_learned();
+	// One "suppressed" line per hook and reason whose count grew since the
+	// last: at most once a second, and always at the end.
+	void summarize_suppressed(bool final);
 
 	kernel::Kernel& k_;
 	const Paths& paths_;
@@ -70,6 +75,9 @@ private:
 	uint64_t window_start_ = 0;
 	unsigned in_window_ = 0, suppressed_ = 0;
 	uint64_t last_sweep_ = 0;
+	// al_counters.suppressed as last written to the audit log.
+	std::vector<uint64_t> suppressed_seen_;
+	uint64_t last_summary_ = 0;
 };
 
 }  // namespace airlock
