@@ -232,7 +232,10 @@ AuditBound audit_bound_of(const json& request)
 AuditLog::AuditLog(const std::string& path, AuditBound bound) : path_(path), bound_(bound.resolved())
 {
 	std::filesystem::path p(path);
-	if (p.has_parent_path())
+	std::error_code ec;
+	// Only a directory airlock makes gets airlock's mode: an existing one
+	// (/tmp) keeps its own.
+	if (p.has_parent_path() && !std::filesystem::is_directory(p.parent_path(), ec))
 		make_dirs(p.parent_path().string(), 0750);
 	reopen();
 	if (fd_ < 0)

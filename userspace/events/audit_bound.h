@@ -9,7 +9,7 @@ namespace airlock {
 struct AuditBound {
 	static constexpr uint64_t kDefaultMaxBytes = 64ull << 20;
 	static constexpr unsigned kDefaultKeep = 4;
-	static constexpr uint64_t kMinMaxBytes = 64ull << 10;  // a few hundred lines at least
+	static constexpr uint64_t kMinMaxBytes = 4096;  // a few lines at least
 	// Unset: the default, or what the daemon was told. max_bytes 0: airlock
 	// never rotates (an external logrotate does).
 	std::optional<uint64_t> max_bytes;

@@ -38,6 +38,15 @@ void audit_to(const SandboxRecord& r, const json& j)
 	log.write(r.name, j);
 }
 
+uint64_t suppressed_total(const al_counters& c)
+{
+	uint64_t n = 0;
+	for (const auto& hook : c.suppressed)
+		for (uint64_t v : hook)
+			n += v;
+	return n;
+}
+
 json counters_json(const al_counters& c)
 {
 	json d = json::object();
@@ -59,7 +68,8 @@ json counters_json(const al_counters& c)
 		{"denied_packets", c.denied_packets},
 		{"denied_bytes", c.denied_bytes},
 		{"violations", c.violations},
-		{"events_lost", c.events_lost}};
+		{"events_lost", c.events_lost},
+		{"events_suppressed", suppressed_total(c)}};
 }
 
 json dns_json_of(const al_counters& c, size_t learned, size_t learned_live)
