@@ -28,7 +28,7 @@ protected:
 	{
 		AirlockTest::SetUp();
 		if (env_) {
-			shared_ = "/tmp/airlock-flood-" + env().id;
+			shared_ = "/run/airlock-flood-" + env().id;
 			::mkdir(shared_.c_str(), 0755);
 		}
 	}

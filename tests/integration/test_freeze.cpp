@@ -306,7 +306,7 @@ protected:
 		AirlockTest::SetUp();
 		if (!env_)
 			return;
-		dir_ = "/tmp/airlock-stop-" + env().id;
+		dir_ = "/run/airlock-stop-" + env().id;
 		::mkdir(dir_.c_str(), 0777);
 		::chmod(dir_.c_str(), 0777);  // the client, nobody, writes here
 	}
@@ -334,6 +334,11 @@ protected:
 		return p;
 	}
 
+	// Whether this kernel lets airlock stop a task in its call (6.16+); where
+	// it does not, the documented fallback is asserted instead: the cgroup
+	// freeze (or kill) stops it, a little later.
+	bool stops_in_call() { return env().status().value("stop_in_call", false); }
+
 	std::string dir_;
 	pid_t pid_ = -1;
 };
@@ -344,30 +349,36 @@ TEST_F(StopInCall, FreezeStopsTheTaskInItsCallAndThawResumesIt)
 	std::string marker = env().marker("stop"), after = env().marker("resumed");
 	Proc& runner = start(name, "freeze", marker, after);
 	ASSERT_GT(pid_, 0) << runner.describe();
+	bool stops = stops_in_call();
 	std::string cg = env().sandbox_cgroup(name);
 	write_file(file("go"), "");
-	ASSERT_TRUE(wait_until([&] { return pid_state(pid_) == 'T'; }, 5s))
-		<< "the violator is not stopped: state " << pid_state(pid_) << "\n" << runner.describe();
+	if (stops)
+		ASSERT_TRUE(wait_until([&] { return pid_state(pid_) == 'T'; }, 5s))
+			<< "the violator is not stopped: state " << pid_state(pid_) << "\n" << runner.describe();
 	ASSERT_TRUE(wait_until(
 		[&] {
 			auto ev = cgroup_events(cg);
 			return ev && (*ev)["frozen"] == "1";
 		},
 		5s));
-	// It never ran the instruction after its connect: no progress file,
-	// over a window many times what writing it takes.
-	std::this_thread::sleep_for(300ms);
-	EXPECT_FALSE(exists(file("progress"))) << "the task ran on after its violating call: "
-					       << read_file(file("progress"));
-	EXPECT_EQ(pid_state(pid_), 'T');
-	EXPECT_EQ(pid_wchan(pid_), "do_signal_stop");
-	EXPECT_TRUE(NothingArrived(env(), marker));
 	Match v = Violation("connect4", "no-rule", kDenied4, 9010);
 	v.latched = true;
 	ASSERT_TRUE(wait_until([&] { return !decisions(env().audit(), v).empty(); }, 5s)) << dump_lines(env().audit());
 	json line = decisions(env().audit(), v).front();
-	EXPECT_EQ(line.value("in_call", ""), "stopped") << line.dump();
 	EXPECT_EQ(line.value("tgid", 0), pid_) << line.dump();
+	if (stops) {
+		// It never ran the instruction after its connect: no progress
+		// file, over a window many times what writing it takes.
+		std::this_thread::sleep_for(300ms);
+		EXPECT_FALSE(exists(file("progress")))
+			<< "the task ran on after its violating call: " << read_file(file("progress"));
+		EXPECT_EQ(pid_state(pid_), 'T');
+		EXPECT_EQ(pid_wchan(pid_), "do_signal_stop");
+		EXPECT_EQ(line.value("in_call", ""), "stopped") << line.dump();
+	} else {
+		EXPECT_FALSE(line.contains("in_call")) << line.dump();
+	}
+	EXPECT_TRUE(NothingArrived(env(), marker));
 
 	// Thaw: the stopped task resumes too; its connect had failed with
 	// EPERM, and its next, allowed, traffic arrives intact.
@@ -391,18 +402,23 @@ TEST_F(StopInCall, KillKillsTheTaskInItsCall)
 	std::string marker = env().marker("killcall"), after = env().marker("never");
 	Proc& runner = start(name, "kill", marker, after);
 	ASSERT_GT(pid_, 0) << runner.describe();
+	bool stops = stops_in_call();
 	write_file(file("go"), "");
 	auto rs = runner.wait(10s);
 	ASSERT_TRUE(rs) << runner.describe();
 	EXPECT_EQ(*rs, 120) << runner.describe();
 	EXPECT_FALSE(pid_alive(pid_));
-	EXPECT_FALSE(exists(file("progress"))) << "the task ran on after its violating call: "
-					       << read_file(file("progress"));
 	Match v = Violation("connect4", "no-rule", kDenied4, 9010);
 	v.latched = true;
 	ASSERT_TRUE(Logged(env().audit(), v, name));
 	json line = decisions(env().audit(), v).front();
-	EXPECT_EQ(line.value("in_call", ""), "killed") << line.dump();
+	if (stops) {
+		EXPECT_FALSE(exists(file("progress")))
+			<< "the task ran on after its violating call: " << read_file(file("progress"));
+		EXPECT_EQ(line.value("in_call", ""), "killed") << line.dump();
+	} else {
+		EXPECT_FALSE(line.contains("in_call")) << line.dump();
+	}
 	bool sigkill = false;
 	for (const auto& j : events(env().audit(), "sandbox-exit"))
 		sigkill |= j.value("sandbox", "") == name && j.value("command_status", -1) == 128 + SIGKILL;

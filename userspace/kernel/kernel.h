@@ -101,6 +101,10 @@ std::string maps_dir(const std::string& bpf_dir);
 std::string progs_dir(const std::string& bpf_dir);
 std::string links_dir(const std::string& bpf_dir, const std::string& sandbox);
 
+// This kernel lets cgroup sock_addr programs call bpf_send_signal (6.16+):
+// a freeze or kill violation stops or kills its task in the violating call.
+bool can_stop_in_call();
+
 // Mounts bpffs at /sys/fs/bpf when the pin root lies under it and nothing is
 // mounted there yet; fails if the pin root is not on a bpffs.
 void ensure_bpffs(const std::string& bpf_dir);

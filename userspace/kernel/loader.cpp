@@ -3,6 +3,8 @@
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 
+#include <spdlog/spdlog.h>
+
 #include "airlock_bpf.skel.h"
 #include "kernel/kernel.h"
 #include "util/error.h"
@@ -24,10 +26,13 @@ struct Loader {
 		// Stopping the violating task in its call needs bpf_send_signal in
 		// sock_addr (Linux 6.16+) and sock_create programs: probe, or the
 		// older verifier would refuse the programs.
-		skel->rodata->al_signal_sock_addr =
-			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BPF_FUNC_send_signal, nullptr) == 1;
+		skel->rodata->al_signal_sock_addr = can_stop_in_call();
 		skel->rodata->al_signal_sock_create =
 			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK, BPF_FUNC_send_signal, nullptr) == 1;
+		spdlog::info("loading programs; a violating task is {} in its connect/sendmsg on this kernel",
+			     skel->rodata->al_signal_sock_addr
+				     ? "stopped (SIGSTOP) or killed"
+				     : "not stopped (no bpf_send_signal in sock_addr programs before Linux 6.16); the freeze stops it");
 		int err = airlock_bpf__load(skel);
 		if (err) {
 			airlock_bpf__destroy(skel);
@@ -65,6 +70,11 @@ struct Loader {
 		return k;
 	}
 };
+
+bool can_stop_in_call()
+{
+	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BPF_FUNC_send_signal, nullptr) == 1;
+}
 
 Kernel load_embedded(const std::string& bpf_dir)
 {

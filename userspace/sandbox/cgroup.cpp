@@ -238,14 +238,14 @@ bool wait_events(const std::string& path, Pred done, std::chrono::milliseconds t
 		// The kernel rate-limits cgroup.events notifications (10 ms apart):
 		// right after a sandbox starts, the one for "frozen 1" comes up to
 		// 10 ms late. So the file is read again at a short, growing interval
-		// (20 us to 1 ms) for the first 100 ms, notification or not; then
+		// (20 us to 250 us) for the first 100 ms, notification or not; then
 		// the notification alone wakes a long wait.
 		auto waited = std::chrono::steady_clock::now() - started;
 		struct pollfd p = {fd, POLLPRI, 0};
 		if (waited < std::chrono::milliseconds(100)) {
 			struct timespec ts = {0, static_cast<long>(backoff_us) * 1000};
 			::ppoll(&p, 1, &ts, nullptr);
-			backoff_us = std::min(backoff_us * 2, 1000u);
+			backoff_us = std::min(backoff_us * 2, 250u);
 		} else {
 			::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 100)));
 		}
