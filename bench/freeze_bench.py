@@ -78,9 +78,15 @@ def main():
     rundir = os.path.join(a.work, "run-" + label)
     os.makedirs(rundir, mode=0o777, exist_ok=True)
     os.chmod(rundir, 0o777)
+    # Stop-in-call latency only where this build on this kernel stops the task.
+    st = subprocess.run(base + ["status", "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        stops = json.loads(st.stdout).get("stop_in_call", False)
+    except ValueError:
+        stops = False
     results = {}
     for case, delay in (("at once", 0), ("100 ms", 100)):
-        freeze, stop, failed = [], [], 0
+        freeze, stop, failed, unseen = [], [], 0, 0
         for i in range(a.trials):
             name = "fz%d-%d" % (delay, i)
             attempt = os.path.join(rundir, name + ".attempt")
@@ -90,7 +96,7 @@ def main():
                         attempt],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             watch = None
-            if delay:
+            if delay and stops:
                 kid = child_of(runner.pid)
                 if kid:
                     watch = subprocess.Popen([os.path.join(a.work, "stopwatch"), str(kid), attempt, "5000"],
@@ -104,6 +110,8 @@ def main():
                 out = watch.communicate(timeout=10)[0].strip()
                 if out and out != "none":
                     stop.append(float(out))
+                else:
+                    unseen += 1
             subprocess.run(base + ["kill", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 runner.wait(timeout=10)
@@ -111,15 +119,16 @@ def main():
                 runner.kill()
                 runner.wait()
                 raise SystemExit("%s: the runner did not exit after airlock kill" % name)
-        results[case] = (freeze, stop, failed)
+        results[case] = (freeze, stop, failed, unseen)
     tag = (a.label + ": ") if a.label else ""
-    for case, (freeze, stop, failed) in results.items():
+    for case, (freeze, stop, failed, unseen) in results.items():
         print("%sviolation -> frozen 1, violation %s after start: n=%d p50 %.2f ms p99 %.2f ms max %.2f ms%s" % (
             tag, case, len(freeze), pct(freeze, 50), pct(freeze, 99), max(freeze) if freeze else float("nan"),
             (", %d trials not frozen" % failed) if failed else ""))
         if stop:
-            print("%sviolating call -> task stopped (state T), %s: n=%d p50 %.0f us p99 %.0f us max %.0f us" % (
-                tag, case, len(stop), pct(stop, 50), pct(stop, 99), max(stop)))
+            print("%sviolating call -> task stopped (state T), %s: n=%d p50 %.0f us p99 %.0f us max %.0f us%s" % (
+                tag, case, len(stop), pct(stop, 50), pct(stop, 99), max(stop),
+                (", %d trials never seen in state T (frozen before the stop)" % unseen) if unseen else ""))
     return 0
 
 

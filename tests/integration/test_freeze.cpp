@@ -352,9 +352,6 @@ TEST_F(StopInCall, FreezeStopsTheTaskInItsCallAndThawResumesIt)
 	bool stops = stops_in_call();
 	std::string cg = env().sandbox_cgroup(name);
 	write_file(file("go"), "");
-	if (stops)
-		ASSERT_TRUE(wait_until([&] { return pid_state(pid_) == 'T'; }, 5s))
-			<< "the violator is not stopped: state " << pid_state(pid_) << "\n" << runner.describe();
 	ASSERT_TRUE(wait_until(
 		[&] {
 			auto ev = cgroup_events(cg);
@@ -372,8 +369,13 @@ TEST_F(StopInCall, FreezeStopsTheTaskInItsCallAndThawResumesIt)
 		std::this_thread::sleep_for(300ms);
 		EXPECT_FALSE(exists(file("progress")))
 			<< "the task ran on after its violating call: " << read_file(file("progress"));
-		EXPECT_EQ(pid_state(pid_), 'T');
-		EXPECT_EQ(pid_wchan(pid_), "do_signal_stop");
+		// Stopped by its SIGSTOP (T), or, where the agent's freeze came
+		// before the task got back to user space, in the freezer's trap
+		// with the SIGSTOP pending: either way it ran nothing more.
+		std::string w = pid_wchan(pid_);
+		EXPECT_TRUE((pid_state(pid_) == 'T' && w == "do_signal_stop") || w == "do_freezer_trap" ||
+			    w == "get_signal" || w == "__refrigerator")
+			<< "state " << pid_state(pid_) << " wchan " << w;
 		EXPECT_EQ(line.value("in_call", ""), "stopped") << line.dump();
 	} else {
 		EXPECT_FALSE(line.contains("in_call")) << line.dump();

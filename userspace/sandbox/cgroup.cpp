@@ -163,6 +163,9 @@ bool inside(const std::string& cg, const std::string& root)
 
 size_t resume_stopped(const std::string& path)
 {
+	// Every process, not only those in state T: one the freezer caught
+	// before its SIGSTOP took effect still has the signal pending, and
+	// SIGCONT discards it.
 	size_t resumed = 0;
 	std::vector<std::string> dirs = {path};
 	std::error_code ec;
@@ -177,8 +180,6 @@ size_t resume_stopped(const std::string& path)
 		std::istringstream in(*procs);
 		int pid;
 		while (in >> pid) {
-			if (proc_state(pid) != 'T')
-				continue;
 			// The pidfd names one process for good; it is signalled only
 			// if that process is still in the sandbox (not a reused pid).
 			int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
@@ -186,7 +187,7 @@ size_t resume_stopped(const std::string& path)
 				continue;
 			bool ours = false;
 			try {
-				ours = inside(of_pid(pid), path) && proc_state(pid) == 'T';
+				ours = inside(of_pid(pid), path);
 			} catch (const std::exception&) {
 			}
 			if (ours && ::syscall(SYS_pidfd_send_signal, fd, SIGCONT, nullptr, 0) == 0)
@@ -199,10 +200,12 @@ size_t resume_stopped(const std::string& path)
 
 void thaw(const std::string& path)
 {
-	write_control(path + "/cgroup.freeze", "0");
-	// A task stopped in its violating call (SIGSTOP from the kernel) stays
-	// stopped when the freezer lets go: thawing means it runs again too.
+	// A task stopped in its violating call (SIGSTOP from the kernel) would
+	// stay stopped when the freezer lets go: thawing means it runs again
+	// too. Before unfreezing, so that a SIGSTOP still pending is dropped
+	// rather than taken after the scan.
 	resume_stopped(path);
+	write_control(path + "/cgroup.freeze", "0");
 }
 
 namespace {

@@ -26,11 +26,12 @@ struct Events {
 std::optional<Events> events(const std::string& path);
 
 void freeze(const std::string& path);
-// Unfreezes, then resumes the processes of the subtree that are stopped
-// (SIGCONT): the kernel stops a task in its violating call with SIGSTOP.
+// Sends SIGCONT to the processes of the subtree, then unfreezes: the kernel
+// stops a task in its violating call with SIGSTOP (a process the sandbox
+// stopped itself is resumed as well).
 void thaw(const std::string& path);
 void kill(const std::string& path);
-// SIGCONT to every stopped process of the subtree; returns how many.
+// SIGCONT to every process of the subtree; returns how many.
 size_t resume_stopped(const std::string& path);
 
 // Waits until cgroup.events says frozen (or not, or unpopulated): the file

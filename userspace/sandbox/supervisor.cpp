@@ -64,6 +64,9 @@ Supervisor::~Supervisor()
 
 void Supervisor::poll()
 {
+	// The latch is set before its event is submitted: act on it before
+	// reading (and writing out) whatever the ring holds.
+	start_quarantine();
 	ring_buffer__consume(rb_);
 	check_latch();
 	check_thawed();
@@ -203,17 +206,31 @@ void Supervisor::refresh()
 		policy_ = *parsed.policy;
 }
 
+void Supervisor::start_quarantine()
+{
+	if (state_ != State::Running || quarantine_started_)
+		return;
+	if (!k_.latch(rec_.slot).violated_ns)
+		return;
+	auto sb = k_.sandbox(rec_.cgroup_id);
+	action_ = sb ? sb->on_violation : uint8_t(AL_ON_VIOLATION_FREEZE);
+	if (action_ == AL_ON_VIOLATION_KILL)
+		cgroup::kill(rec_.cgroup);
+	else
+		cgroup::freeze(rec_.cgroup);
+	quarantine_started_ = true;
+}
+
 void Supervisor::check_latch()
 {
 	if (state_ != State::Running)
 		return;
-	al_latch l = k_.latch(rec_.slot);
-	if (!l.violated_ns)
+	start_quarantine();
+	if (!quarantine_started_)
 		return;
-	auto sb = k_.sandbox(rec_.cgroup_id);
-	uint8_t action = sb ? sb->on_violation : uint8_t(AL_ON_VIOLATION_FREEZE);
-	if (action == AL_ON_VIOLATION_KILL) {
-		cgroup::kill(rec_.cgroup);
+	quarantine_started_ = false;
+	al_latch l = k_.latch(rec_.slot);
+	if (action_ == AL_ON_VIOLATION_KILL) {
 		bool empty = cgroup::wait_empty(rec_.cgroup, 5s);
 		uint64_t lat = monotonic_ns() - l.violated_ns;
 		state_ = State::Killed;
@@ -223,7 +240,6 @@ void Supervisor::check_latch()
 		spdlog::warn("{}: killed on violation, {:.3f} ms after it", rec_.name, lat / 1e6);
 		return;
 	}
-	cgroup::freeze(rec_.cgroup);
 	bool frozen = cgroup::wait_frozen(rec_.cgroup, true, 5s);
 	uint64_t lat = monotonic_ns() - l.violated_ns;
 	if (!frozen) {

@@ -56,6 +56,9 @@ private:
 	static int ring_cb(void* ctx, void* data, size_t size);
 	void on_event(const al_event& e, const al_dns_event* dns);
 	bool terminal_budget();
+	// Writes cgroup.freeze (or cgroup.kill) once the latch is set;
+	// check_latch then waits for it to take and records it.
+	void start_quarantine();
 	void check_latch();
 	void check_thawed();
 	void sweep_learned();
@@ -72,6 +75,8 @@ private:
 	ring_buffer* rb_ = nullptr;
 	State state_ = State::Running;
 	bool killed_on_violation_ = false;
+	bool quarantine_started_ = false;
+	uint8_t action_ = AL_ON_VIOLATION_FREEZE;
 	uint64_t window_start_ = 0;
 	unsigned in_window_ = 0, suppressed_ = 0;
 	uint64_t last_sweep_ = 0;
