@@ -79,7 +79,7 @@ print(f"{label}: {client['eperm']} denied connects in {wall:.2f} s "
 PY
 }
 
-measure after build/airlock
+measure after "${AIRLOCK:-build/airlock}"
 if [[ -n ${BASELINE:-} ]]; then
   measure before "$BASELINE"
 fi

@@ -4,7 +4,7 @@
 # of each, and the time from the violating call to its task being stopped
 # (state T) where the kernel stops it in the call. BASELINE=PATH measures
 # another airlock binary too, in the same run. Run as root after
-# scripts/build.sh.
+# scripts/build.sh (AIRLOCK=PATH: measure that binary instead of build/airlock).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d /run/airlock-freeze.XXXXXX)  # not /tmp: the client runs as nobody
@@ -23,7 +23,7 @@ cat > "$work/freeze.json" <<'JSON'
 {"version": 1, "name": "bench-freeze", "on_violation": "freeze",
  "rules": [{"action": "allow", "cidr": "127.0.0.2/32", "ports": [9]}]}
 JSON
-python3 bench/freeze_bench.py --airlock build/airlock --work "$work" --trials "${TRIALS:-200}" --label after
+python3 bench/freeze_bench.py --airlock "${AIRLOCK:-build/airlock}" --work "$work" --trials "${TRIALS:-200}" --label after
 if [[ -n ${BASELINE:-} ]]; then
   python3 bench/freeze_bench.py --airlock "$BASELINE" --work "$work" --trials "${TRIALS:-200}" --label before
 fi

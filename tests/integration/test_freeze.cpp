@@ -367,8 +367,7 @@ TEST_F(StopInCall, FreezeStopsTheTaskInItsCallAndThawResumesIt)
 		// It never ran the instruction after its connect: no progress
 		// file, over a window many times what writing it takes.
 		std::this_thread::sleep_for(300ms);
-		EXPECT_FALSE(exists(file("progress")))
-			<< "the task ran on after its violating call: " << read_file(file("progress"));
+		EXPECT_EQ(read_file(file("progress")), "") << "the task ran on after its violating call";
 		// Stopped by its SIGSTOP (T), or, where the agent's freeze came
 		// before the task got back to user space, in the freezer's trap
 		// with the SIGSTOP pending: either way it ran nothing more.
@@ -386,9 +385,10 @@ TEST_F(StopInCall, FreezeStopsTheTaskInItsCallAndThawResumesIt)
 	// EPERM, and its next, allowed, traffic arrives intact.
 	Result th = env().airlock({"thaw", name});
 	ASSERT_EQ(th.status, 0) << th.describe();
-	ASSERT_TRUE(wait_until([&] { return exists(file("progress")); }, 5s))
+	ASSERT_TRUE(wait_until([&] { return exists(file("result")); }, 5s))
 		<< "the stopped task did not resume after thaw: state " << pid_state(pid_);
-	json progress = json::parse(read_file(file("progress")));
+	EXPECT_EQ(read_file(file("progress")), "ran\n");
+	json progress = json::parse(read_file(file("result")));
 	EXPECT_EQ(Errno(progress), "EPERM") << progress.dump();
 	write_file(file("thawed"), "");
 	EXPECT_TRUE(ArrivedIntact(env(), after)) << "allowed TCP after thaw";
@@ -415,8 +415,7 @@ TEST_F(StopInCall, KillKillsTheTaskInItsCall)
 	ASSERT_TRUE(Logged(env().audit(), v, name));
 	json line = decisions(env().audit(), v).front();
 	if (stops) {
-		EXPECT_FALSE(exists(file("progress")))
-			<< "the task ran on after its violating call: " << read_file(file("progress"));
+		EXPECT_EQ(read_file(file("progress")), "") << "the task ran on after its violating call";
 		EXPECT_EQ(line.value("in_call", ""), "killed") << line.dump();
 	} else {
 		EXPECT_FALSE(line.contains("in_call")) << line.dump();
