@@ -29,10 +29,11 @@ struct Loader {
 		skel->rodata->al_signal_sock_addr = can_stop_in_call();
 		skel->rodata->al_signal_sock_create =
 			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK, BPF_FUNC_send_signal, nullptr) == 1;
-		spdlog::info("loading programs; a violating task is {} in its connect/sendmsg on this kernel",
+		spdlog::info("loading programs; stopping a violating task inside its connect/sendmsg: {}",
 			     skel->rodata->al_signal_sock_addr
-				     ? "stopped (SIGSTOP) or killed"
-				     : "not stopped (no bpf_send_signal in sock_addr programs before Linux 6.16); the freeze stops it");
+				     ? "yes (SIGSTOP or SIGKILL in the call)"
+				     : "no, this kernel lacks bpf_send_signal in sock_addr programs (Linux 6.16+); the "
+				       "cgroup freeze stops it");
 		int err = airlock_bpf__load(skel);
 		if (err) {
 			airlock_bpf__destroy(skel);
