@@ -129,10 +129,11 @@ json status(const Paths& paths)
 			  {"dns", dns_json_of(counters, learned.size(), live)}};
 		out["sandboxes"].push_back(s);
 	}
-	out["stop_in_call"] = kernel::can_stop_in_call();
 	// Decisions of programs that found no sandbox entry (fail-closed denials).
-	if (k)
+	if (k) {
 		out["unattributed"] = counters_json(k->counters(AL_SLOT_UNKNOWN));
+		out["stop_in_call"] = kernel::can_stop_in_call();
+	}
 	return out;
 }
 
