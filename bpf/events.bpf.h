@@ -25,11 +25,29 @@ struct al_decision {
 	__u8 latched; /* this decision set the latch */
 	__u8 quiet;   /* count it, report nothing */
 	__u8 dns;     /* a DNS query: report it with its question (the egress scratch) */
+	__u8 signal;  /* al_event_signal: sent to the task in the call */
 };
 
 /* Set by the agent before load: cgroup_skb programs may call
  * bpf_get_current_pid_tgid and bpf_get_current_comm on this kernel. */
 const volatile __u8 al_skb_task_info = 0;
+/* Set by the agent before load from probes: bpf_send_signal is callable
+ * from cgroup sock_addr programs (Linux 6.16+), from cgroup/sock_create. The
+ * verifier never walks the call where the knob is 0. */
+const volatile __u8 al_signal_sock_addr = 0;
+const volatile __u8 al_signal_sock_create = 0;
+
+#define AL_SIGKILL 9
+#define AL_SIGSTOP 19
+
+/* The event rate limit of each slot (struct al_flood): kernel state only,
+ * never pinned or read by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AL_MAX_SANDBOXES + 1);
+	__type(key, __u32);
+	__type(value, struct al_flood);
+} al_flood SEC(".maps");
 
 static __always_inline struct al_counters *al_counters_of(__u32 slot)
 {
@@ -58,6 +76,38 @@ static __always_inline void al_count(struct al_counters *c, __u8 hook,
 		if (r < AL_REASON_MAX)
 			c->reasons[r]++;
 	}
+}
+
+/* Whether this event may go to the ring: a generic cell rate per slot, hook
+ * and reason (AL_EVENTS_PER_SEC after a burst of AL_EVENTS_BURST). What it
+ * holds back is counted exactly, per CPU, so that the agent can write one
+ * line with the count instead of one per event: a sandbox cannot make the
+ * agent's disk use and CPU grow with its own call rate. The decision that
+ * set the latch always goes through. */
+static __always_inline int al_event_admit(struct al_counters *c, __u8 hook, __u32 slot, const struct al_decision *d)
+{
+	const __u64 interval = 1000000000ull / AL_EVENTS_PER_SEC;
+	const __u64 tolerance = (AL_EVENTS_BURST - 1) * interval;
+	__u32 h = hook, r = d->reason;
+
+	if (d->latched)
+		return 1;
+	asm volatile("" : "+r"(h), "+r"(r));
+	if (h >= AL_HOOK_MAX || r >= AL_REASON_MAX)
+		return 1;
+	struct al_flood *f = bpf_map_lookup_elem(&al_flood, &slot);
+	if (f) {
+		__u64 now = bpf_ktime_get_ns();
+		__u64 tat = f->tat_ns[h][r];
+		__u64 base = tat > now ? tat : now;
+
+		/* A lost race is a flood on two CPUs at once: hold it back too. */
+		if (base - now <= tolerance && __sync_val_compare_and_swap(&f->tat_ns[h][r], tat, base + interval) == tat)
+			return 1;
+	}
+	if (c)
+		c->suppressed[h][r]++;
+	return 0;
 }
 
 /* The decision record every event starts with. */
@@ -91,6 +141,7 @@ static __always_inline void al_fill_event(struct al_event *e, __u8 kind, __u8 ho
 	e->port = dst->port;
 	e->rule = d->rule;
 	e->latched = d->latched;
+	e->signal = d->signal;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	__builtin_memcpy(e->addr, dst->addr, sizeof(e->addr));
 }
@@ -99,6 +150,8 @@ static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgro
 				    __u32 slot, __u32 policy_id, const struct al_dest *dst,
 				    const struct al_decision *d)
 {
+	if (!al_event_admit(c, hook, slot, d))
+		return;
 	void *ring = bpf_map_lookup_elem(&al_rings, &slot);
 	struct al_event *e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : 0;
 
@@ -120,6 +173,8 @@ static __always_inline void al_emit_dns(struct al_counters *c, __u8 hook, __u64 
 					const struct al_name_key *name, __u16 qtype, __u16 qid,
 					__u32 name_bytes, __u8 learned, __u32 ttl)
 {
+	if (!al_event_admit(c, hook, slot, d))
+		return;
 	void *ring = bpf_map_lookup_elem(&al_rings, &slot);
 	struct al_dns_event *e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : 0;
 

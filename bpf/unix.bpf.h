@@ -196,6 +196,8 @@ static __always_inline void al_emit_unix(struct al_counters *c, __u8 hook, __u64
 					 __u32 policy_id, const struct al_dest *dst, const struct al_decision *d,
 					 const struct al_unix_exact_key *ek)
 {
+	if (!al_event_admit(c, hook, slot, d))
+		return;
 	void *ring = bpf_map_lookup_elem(&al_rings, &slot);
 	struct al_unix_event *e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : 0;
 

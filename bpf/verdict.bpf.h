@@ -246,6 +246,26 @@ static __always_inline int al_latched(__u32 slot)
 	return !l || l->violated_ns != 0;
 }
 
+/* The task that set the latch in a syscall stops (freeze) or dies (kill)
+ * in that very call, before user space hears of it: the rest of its process
+ * cannot run on while the agent freezes the cgroup. SIGSTOP takes effect
+ * when the call returns to user space, SIGKILL there too; the call itself
+ * fails with EPERM either way. Only where the task is the sandbox's own:
+ * never from cgroup_skb, whose current task may be anyone (softirq). */
+static __always_inline void al_signal_violator(__u8 hook, struct al_sandbox *sb, struct al_decision *d)
+{
+	int sig = sb->on_violation == AL_ON_VIOLATION_KILL ? AL_SIGKILL : AL_SIGSTOP;
+
+	if (hook == AL_HOOK_EGRESS || hook == AL_HOOK_INGRESS)
+		return;
+	if (hook == AL_HOOK_SOCK_CREATE ? !al_signal_sock_create : !al_signal_sock_addr)
+		return;
+	if (bpf_send_signal(sig) == 0)
+		d->signal = sig == AL_SIGKILL ? AL_SIGNAL_KILLED : AL_SIGNAL_STOPPED;
+	else
+		d->signal = AL_SIGNAL_FAILED;
+}
+
 /* Everything after the rule lookup, shared by every hook: audit mode, the
  * latch, counters, the event. C is the sandbox's counters, looked up once by
  * the hook. Returns AL_PASS or AL_DROP. */
@@ -254,6 +274,7 @@ static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, struct al
 {
 	__u32 slot = sb->slot;
 
+	d->signal = AL_SIGNAL_NONE;
 	if (d->verdict == AL_VERDICT_DENY && (sb->flags & AL_SB_AUDIT))
 		d->verdict = AL_VERDICT_AUDIT;
 
@@ -264,6 +285,7 @@ static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, struct al
 			if (__sync_val_compare_and_swap(&l->violated_ns, 0, bpf_ktime_get_ns()) == 0) {
 				l->cgroup_id = cgid;
 				d->latched = 1;
+				al_signal_violator(hook, sb, d);
 			}
 		}
 	}

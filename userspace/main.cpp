@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -17,6 +18,27 @@ std::string env_or(const char* name, const std::string& fallback)
 {
 	const char* v = std::getenv(name);
 	return v && *v ? v : fallback;
+}
+
+void add_audit_bound(CLI::App* cmd, AuditBound& b)
+{
+	cmd->add_option_function<uint64_t>(
+		   "--audit-log-max-bytes",
+		   [&b](const uint64_t& v) {
+			   if (v && v < AuditBound::kMinMaxBytes)
+				   throw CLI::ValidationError("--audit-log-max-bytes",
+							      fmt::format("at least {} (or 0: rotated by something else)",
+									  AuditBound::kMinMaxBytes));
+			   b.max_bytes = v;
+		   },
+		   fmt::format("Rotate the audit log before it grows past this size (K, M, G suffixes; default {} MiB; "
+			       "0: never, an external logrotate does)",
+			       AuditBound::kDefaultMaxBytes >> 20))
+		->transform(CLI::AsSizeValue(false));
+	cmd->add_option_function<unsigned>(
+		   "--audit-log-keep", [&b](const unsigned& v) { b.keep = v; },
+		   fmt::format("Rotated audit logs kept (LOG.1 ... LOG.N; default {})", AuditBound::kDefaultKeep))
+		->check(CLI::Range(0u, 1000u));
 }
 
 }  // namespace
@@ -67,6 +89,7 @@ int main(int argc, char** argv)
 	run->add_option("--name,-n", run_opts.name, "Sandbox name (default POLICY-PID)");
 	run->add_option("--audit-log", run_opts.audit_log, "JSON-lines audit log (default /var/log/airlock/audit.jsonl)");
 	run->add_flag("--log-allowed", run_opts.log_allowed, "Also log allowed connections and datagrams");
+	add_audit_bound(run, run_opts.audit_bound);
 	run->add_option("--user,-u", run_opts.user,
 			"Run the command as USER[:GROUP] (names or ids); a root command can leave its cgroup "
 			"unless the cgroup2 mount has nsdelegate");
@@ -104,6 +127,7 @@ int main(int argc, char** argv)
 	attach->add_option("--audit-log", attach_opts.audit_log,
 			   "JSON-lines audit log (default /var/log/airlock/audit.jsonl)");
 	attach->add_flag("--log-allowed", attach_opts.log_allowed, "Also log allowed connections and datagrams");
+	add_audit_bound(attach, attach_opts.audit_bound);
 	auto* detach = app.add_subcommand("detach", "Stop enforcing on an attached cgroup; its processes run on");
 	detach->add_option("name", name, "Sandbox")->required();
 	auto* sandbox = app.add_subcommand("sandbox", "Sandboxes the daemon makes and supervises");
@@ -116,6 +140,7 @@ int main(int argc, char** argv)
 		->required();
 	create->add_option("--audit-log", create_opts.audit_log, "JSON-lines audit log (default: the daemon's)");
 	create->add_flag("--log-allowed", create_opts.log_allowed, "Also log allowed connections and datagrams");
+	add_audit_bound(create, create_opts.audit_bound);
 	auto* delete_ = sandbox->add_subcommand("delete", "Kill a sandbox's processes and remove it");
 	delete_->add_option("name", name, "Sandbox")->required();
 	RunOptions exec_opts;
@@ -138,6 +163,7 @@ int main(int argc, char** argv)
 			   "Policies by name (NAME.json), watched: a changed file reloads every sandbox using it");
 	daemon->add_option("--audit-log", daemon_opts.audit_log,
 			   "Audit log of sandboxes made through the daemon without one (default /var/log/airlock/audit.jsonl)");
+	add_audit_bound(daemon, daemon_opts.audit_bound);
 	std::string events_sandbox;
 	bool events_follow = false;
 	auto* eventsc = app.add_subcommand("events", "Audit lines of the sandboxes the daemon supervises");

@@ -24,6 +24,10 @@
 #define AL_RING_BYTES (1u << 18)     /* events ring of one sandbox */
 #define AL_RULE_NONE 0xffffu       /* al_event.rule when no rule matched */
 #define AL_COMM_LEN 16
+/* Events of one sandbox and kind (hook and reason) reach its ring at this
+ * rate, after a burst; the rest are counted in al_counters.suppressed. */
+#define AL_EVENTS_PER_SEC 5
+#define AL_EVENTS_BURST 20
 
 /* DNS. */
 #define AL_DNS_PORT 53
@@ -362,6 +366,23 @@ struct al_counters {
 	__u64 dns_learn_full;           /* addresses not learned: the table was full */
 	__u64 dns_records_off_chain;    /* A/AAAA records not learned: owner outside the question's CNAME chain */
 	__u64 unix_bound_full;          /* abstract names bound but not remembered: the table was full */
+	/* Events not sent to the ring by the rate limit, by hook and reason. */
+	__u64 suppressed[AL_HOOK_MAX][AL_REASON_MAX];
+};
+
+/* Map "al_flood", array by slot: the event rate limit of a sandbox (generic
+ * cell rate per hook and reason: when the budget is back to full). */
+struct al_flood {
+	__u64 tat_ns[AL_HOOK_MAX][AL_REASON_MAX];
+};
+
+/* al_event.signal: what the program did to the task of a sock_addr or
+ * sock_create decision that set the latch, before user space heard of it. */
+enum al_event_signal {
+	AL_SIGNAL_NONE = 0,
+	AL_SIGNAL_STOPPED = 1, /* SIGSTOP: the task stops when the call returns */
+	AL_SIGNAL_KILLED = 2,  /* SIGKILL: the task dies in the call */
+	AL_SIGNAL_FAILED = 3,  /* bpf_send_signal failed */
 };
 
 enum al_event_kind {
@@ -389,7 +410,8 @@ struct al_event {
 	__u16 port;         /* destination port, host order */
 	__u16 rule;         /* AL_RULE_NONE or the policy rule index */
 	__u8 latched;       /* this decision set the quarantine latch */
-	__u8 pad[5];
+	__u8 signal;        /* al_event_signal */
+	__u8 pad[4];
 	__u8 addr[16];      /* destination, IPv4 in the first four bytes */
 };
 
@@ -431,8 +453,10 @@ AL_STATIC_ASSERT(sizeof(struct al_range) == 8, "al_range layout");
 AL_STATIC_ASSERT(sizeof(struct al_rule_set) == 8 + 8 * AL_MAX_RANGES, "al_rule_set layout");
 AL_STATIC_ASSERT(sizeof(struct al_latch) == 16, "al_latch layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==
-			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13),
+			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13 +
+			      (int)AL_HOOK_MAX * (int)AL_REASON_MAX),
 		 "al_counters layout");
+AL_STATIC_ASSERT(sizeof(struct al_flood) == 8 * (int)AL_HOOK_MAX * (int)AL_REASON_MAX, "al_flood layout");
 AL_STATIC_ASSERT(sizeof(struct al_event) == 80, "al_event layout");
 AL_STATIC_ASSERT(sizeof(struct al_name_key) == 260, "al_name_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_dns_resolver) == 20, "al_dns_resolver layout");

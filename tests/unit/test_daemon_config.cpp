@@ -98,6 +98,24 @@ TEST(DaemonConfig, EveryMistakeIsOneLineWithItsPath)
 	EXPECT_EQ(lines, want);
 }
 
+TEST(DaemonConfig, TheAuditLogBoundIsReadAndChecked)
+{
+	std::string path = write_temp(R"({"audit_log_max_bytes": 1048576, "audit_log_keep": 2})");
+	DaemonConfig c = load_daemon_config(path);
+	std::remove(path.c_str());
+	EXPECT_EQ(c.audit_bound.max(), 1048576u);
+	EXPECT_EQ(c.audit_bound.kept(), 2u);
+	EXPECT_EQ(load_daemon_config(AIRLOCK_SOURCE_DIR "/deploy/airlock/airlock.json").audit_bound.max_bytes,
+		  std::nullopt);
+	std::string f;
+	auto lines = errors_of(R"({"audit_log_max_bytes": 100, "audit_log_keep": -1})", &f);
+	std::vector<std::string> want = {
+		f + ": audit_log_keep: expected a whole number, got -1",
+		f + ": audit_log_max_bytes: at least 4096 (or 0: rotated by something else)",
+	};
+	EXPECT_EQ(lines, want);
+}
+
 TEST(DaemonConfig, APolicyNameNeedsAPolicyDirectory)
 {
 	std::string f;

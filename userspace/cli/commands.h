@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "events/audit_bound.h"
 #include "policy/suggest.h"
 #include "sandbox/state.h"
 
@@ -23,6 +24,7 @@ struct RunOptions {
 	std::string policy_file;
 	std::string name;
 	std::string audit_log;
+	AuditBound audit_bound;
 	bool log_allowed = false;
 	bool keep_caps = false;
 	bool standalone = false;  // supervise here even when a daemon runs
@@ -34,6 +36,7 @@ struct SandboxCreateOptions {
 	std::string name;
 	std::string policy_file;  // a file, or a policy in the daemon's --policy-dir
 	std::string audit_log;
+	AuditBound audit_bound;
 	bool log_allowed = false;
 };
 
@@ -43,6 +46,7 @@ struct AttachOptions {
 	std::string policy_file;
 	std::string name;
 	std::string audit_log;
+	AuditBound audit_bound;
 	bool log_allowed = false;
 };
 
@@ -65,6 +69,7 @@ struct DaemonOptions {
 	std::string metrics;     // ADDR:PORT, "off": none; default 127.0.0.1:9464
 	std::string policy_dir;  // policies by name; watched
 	std::string audit_log;   // default for sandboxes made through the daemon
+	AuditBound audit_bound;  // likewise
 };
 int cmd_daemon(const Paths&, const DaemonOptions&);
 // The audit lines of the sandboxes the daemon supervises: the last ones it

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "events/audit.h"
 #include "ops/control.h"
 #include "ops/ops.h"
 #include "sandbox/sandbox.h"
@@ -102,6 +103,7 @@ int cmd_reload(const Paths& paths, const std::string& name, const std::string& f
 int cmd_attach(const Paths& paths, const AttachOptions& o)
 {
 	ops::NewSandbox n{o.name, policy_argument(o.policy_file), o.audit_log, o.log_allowed, o.cgroup, o.pid};
+	n.audit_bound = o.audit_bound;
 	if (!n.audit_log.empty())
 		n.audit_log = std::filesystem::absolute(n.audit_log).string();
 	// A relative cgroup path is relative to the cgroup2 mount, for both.
@@ -113,6 +115,7 @@ int cmd_attach(const Paths& paths, const AttachOptions& o)
 			spdlog::warn("{}", w);
 	} catch (const std::exception&) {
 	}
+	put_audit_bound(req, o.audit_bound);
 	return via_daemon(paths, req, [&] {
 		std::string msg;
 		ops::add(paths, n, &msg);
@@ -130,6 +133,7 @@ int cmd_sandbox_create(const Paths& paths, const SandboxCreateOptions& o)
 	std::string audit = o.audit_log.empty() ? "" : std::filesystem::absolute(o.audit_log).string();
 	json req = {{"cmd", "create"},     {"name", o.name}, {"policy", policy_argument(o.policy_file)},
 		    {"audit_log", audit}, {"log_allowed", o.log_allowed}};
+	put_audit_bound(req, o.audit_bound);
 	return via_daemon(paths, req, [&]() -> std::string {
 		fail("no airlock daemon runs for {}: a sandbox made by `sandbox create` is the daemon's to supervise "
 		     "(start airlock daemon, or use airlock run)",

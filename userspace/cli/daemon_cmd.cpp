@@ -62,6 +62,7 @@ struct Daemon {
 	std::deque<std::pair<std::string, std::string>> recent;  // (sandbox, line), the last kRecent
 	std::string policy_dir;  // absolute; "" for none
 	std::string audit_log;   // for sandboxes made through the daemon without one
+	AuditBound audit_bound;  // likewise
 	std::vector<DeclaredSandbox> declared;
 	std::map<std::string, std::string> declared_errors;  // name -> last error, logged once
 	// Each ring's epoll tag, so that an event wakes its own supervisor alone.
@@ -219,6 +220,7 @@ struct Daemon {
 		if (n.audit_log.empty())
 			n.audit_log = audit_log;
 		n.log_allowed = j.value("log_allowed", false);
+		n.audit_bound = audit_bound_of(j).over(audit_bound);
 		if (attach) {
 			n.cgroup = j.value("cgroup", "");
 			n.pid = j.value("pid", 0);
@@ -563,6 +565,7 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 	d.audit_log = !o.audit_log.empty() ? std::filesystem::absolute(o.audit_log).string()
 		      : !config.audit_log.empty() ? config.audit_log
 						  : "/var/log/airlock/audit.jsonl";
+	d.audit_bound = o.audit_bound.over(config.audit_bound);
 	d.declared = config.sandboxes;
 	d.policy_ino.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
 	struct epoll_event pev = {};
@@ -672,8 +675,10 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 							spdlog::error("{}: {}; the sandboxes it declared before stay", o.config, e.what());
 						}
 					}
-					for (auto& [name, sup] : d.sups)
+					for (auto& [name, sup] : d.sups) {
+						sup->audit().reopen();
 						sup->reload_from_file("SIGHUP to the daemon");
+					}
 					d.ensure_declared();
 					continue;
 				}

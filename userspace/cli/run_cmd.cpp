@@ -142,12 +142,14 @@ int run_via_daemon(const Paths& paths, const RunOptions& o, const Policy& policy
 		   const std::string& audit_path, int sigfd)
 {
 	std::string policy_file = std::filesystem::absolute(o.policy_file).lexically_normal().string();
-	auto made = daemon_call(paths, {{"cmd", "create"},
-					{"name", name},
-					{"policy", policy_file},
-					{"audit_log", std::filesystem::absolute(audit_path).string()},
-					{"log_allowed", o.log_allowed},
-					{"runner_pid", ::getpid()}});
+	json req = {{"cmd", "create"},
+		    {"name", name},
+		    {"policy", policy_file},
+		    {"audit_log", std::filesystem::absolute(audit_path).string()},
+		    {"log_allowed", o.log_allowed},
+		    {"runner_pid", ::getpid()}};
+	put_audit_bound(req, o.audit_bound);
+	auto made = daemon_call(paths, req);
 	if (!made)
 		fail("the airlock daemon went away");
 	std::string cg = (*made)["cgroup"].get<std::string>();
@@ -168,7 +170,8 @@ int run_via_daemon(const Paths& paths, const RunOptions& o, const Policy& policy
 		remove();
 		throw;
 	}
-	AuditLog audit(audit_path);
+	auto made_rec = load_record(paths, name);
+	AuditLog audit(audit_path, made_rec ? made_rec->audit_bound : o.audit_bound);
 	audit.write(name, json{{"event", "sandbox-start"}, {"cgroup", cg}, {"pid", child.pid}, {"command", o.command},
 			       {"supervisor", "daemon"}, {"confinement", child.confinement.to_json()}});
 	siginfo_t si = wait_child(child, sigfd, nullptr, [&] {
@@ -256,7 +259,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 	Fd sigfd = block_signals();
 	if (!o.standalone && daemon_call(paths, {{"cmd", "ping"}}))
 		return run_via_daemon(paths, o, policy, name, audit_path, sigfd.get());
-	AuditLog audit(audit_path);
+	AuditLog audit(audit_path, o.audit_bound);
 
 	make_dirs(paths.state_dir);
 	std::optional<kernel::Kernel> k;
@@ -265,6 +268,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 		FileLock lock(paths.lock_file());
 		k.emplace(kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty()));
 		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, ::getpid(), "", false};
+		co.audit_bound = o.audit_bound;
 		rec = create_sandbox(*k, paths, co);
 	}
 	spdlog::info("sandbox {} in {} (cgroup id {}), policy '{}' {} on_violation {}; programs {}", name, rec.cgroup,

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -86,6 +88,17 @@ const char* reason_name(unsigned reason)
 	return "unknown";
 }
 
+const char* signal_name(unsigned signal)
+{
+	switch (signal) {
+	case AL_SIGNAL_NONE: return "";
+	case AL_SIGNAL_STOPPED: return "stopped";
+	case AL_SIGNAL_KILLED: return "killed";
+	case AL_SIGNAL_FAILED: return "signal-failed";
+	}
+	return "unknown";
+}
+
 std::string protocol_name(unsigned p)
 {
 	switch (p) {
@@ -125,6 +138,9 @@ json decision_json(const al_event& e)
 	j["reason"] = reason_name(e.reason);
 	j["violation"] = e.verdict != AL_VERDICT_ALLOW && e.reason != AL_REASON_REFUSED;
 	j["latched"] = e.latched != 0;
+	// The task stopped (SIGSTOP) or died (SIGKILL) inside its violating call.
+	if (e.signal != AL_SIGNAL_NONE)
+		j["in_call"] = signal_name(e.signal);
 	j["pid"] = e.pid;
 	j["tgid"] = e.tgid;
 	j["comm"] = comm_of(e);
@@ -159,9 +175,10 @@ std::string decision_line(const al_event& e)
 				 : e.family == AL_FAMILY_IPV6 ? fmt::format("[{}]:{}", dst, e.port)
 							      : fmt::format("{}:{}", dst, e.port);
 	std::string rule = e.rule == AL_RULE_NONE ? "" : fmt::format(" rule {}", e.rule);
-	return fmt::format("{} {} {} {} ({}{}) pid {} {}{}", verdict_name(e.verdict), hook_name(e.hook),
+	return fmt::format("{} {} {} {} ({}{}) pid {} {}{}{}", verdict_name(e.verdict), hook_name(e.hook),
 			   protocol_name(e.protocol), where, reason_name(e.reason), rule, e.tgid, comm_of(e),
-			   e.latched ? " [quarantine latched]" : "");
+			   e.latched ? " [quarantine latched]" : "",
+			   e.signal == AL_SIGNAL_NONE ? "" : fmt::format(" [task {} in the call]", signal_name(e.signal)));
 }
 
 std::string unix_address(const al_unix_event& e)
@@ -257,22 +274,60 @@ std::string dns_line(const al_dns_event& e)
 	return fmt::format("{} query {}", decision_line(e.base), q);
 }
 
-AuditLog::AuditLog(const std::string& path)
+void put_audit_bound(json& request, const AuditBound& b)
+{
+	if (b.max_bytes)
+		request["audit_log_max_bytes"] = *b.max_bytes;
+	if (b.keep)
+		request["audit_log_keep"] = *b.keep;
+}
+
+AuditBound audit_bound_of(const json& request)
+{
+	AuditBound b;
+	if (auto it = request.find("audit_log_max_bytes"); it != request.end() && it->is_number_unsigned())
+		b.max_bytes = it->get<uint64_t>();
+	if (auto it = request.find("audit_log_keep"); it != request.end() && it->is_number_unsigned())
+		b.keep = it->get<unsigned>();
+	return b;
+}
+
+AuditLog::AuditLog(const std::string& path, AuditBound bound) : path_(path), bound_(bound.resolved())
 {
 	std::filesystem::path p(path);
-	if (p.has_parent_path())
+	std::error_code ec;
+	// Only a directory airlock makes gets airlock's mode: an existing one
+	// (/tmp) keeps its own.
+	if (p.has_parent_path() && !std::filesystem::is_directory(p.parent_path(), ec))
 		make_dirs(p.parent_path().string(), 0750);
-	fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	reopen();
 	if (fd_ < 0)
 		fail_errno("open audit log " + path);
 }
 
-AuditLog::AuditLog(AuditLog&& o) noexcept : fd_(std::exchange(o.fd_, -1)), tee_(std::move(o.tee_)) {}
+void AuditLog::reopen()
+{
+	if (path_.empty())
+		return;
+	int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	if (fd < 0)
+		return;  // the old descriptor stays: a line in a renamed file beats none
+	if (fd_ >= 0)
+		::close(fd_);
+	fd_ = fd;
+}
+
+AuditLog::AuditLog(AuditLog&& o) noexcept
+    : path_(std::move(o.path_)), bound_(o.bound_), fd_(std::exchange(o.fd_, -1)), tee_(std::move(o.tee_))
+{
+}
 AuditLog& AuditLog::operator=(AuditLog&& o) noexcept
 {
 	if (this != &o) {
 		if (fd_ >= 0)
 			::close(fd_);
+		path_ = std::move(o.path_);
+		bound_ = o.bound_;
 		fd_ = std::exchange(o.fd_, -1);
 		tee_ = std::move(o.tee_);
 	}
@@ -282,6 +337,20 @@ AuditLog::~AuditLog()
 {
 	if (fd_ >= 0)
 		::close(fd_);
+}
+
+// Called holding the lock on the file that has the name now.
+void AuditLog::rotate()
+{
+	if (bound_.kept() == 0) {
+		if (::ftruncate(fd_, 0) != 0)
+			fail_errno("truncate audit log " + path_);
+		return;
+	}
+	for (unsigned i = bound_.kept() - 1; i >= 1; i--)
+		::rename(fmt::format("{}.{}", path_, i).c_str(), fmt::format("{}.{}", path_, i + 1).c_str());
+	if (::rename(path_.c_str(), (path_ + ".1").c_str()) != 0)
+		fail_errno("rotate audit log " + path_);
 }
 
 void AuditLog::write(const std::string& sandbox, const json& record)
@@ -296,9 +365,34 @@ void AuditLog::write(const std::string& sandbox, const json& record)
 	std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 	if (tee_)
 		tee_(sandbox, text);
-	// O_APPEND makes the one write atomic against other appenders.
-	if (fd_ >= 0 && ::write(fd_, text.data(), text.size()) < 0)
-		fail_errno("write audit log");
+	if (fd_ < 0)
+		return;
+	// Another writer may rename the file between our lock and theirs: a
+	// few rounds settle on the file that has the name.
+	for (int round = 0; round < 8; round++) {
+		if (::flock(fd_, LOCK_EX) != 0)
+			fail_errno("lock audit log " + path_);
+		struct stat mine, named;
+		bool current = ::fstat(fd_, &mine) == 0 && ::stat(path_.c_str(), &named) == 0 &&
+			       mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
+		if (current && bound_.max() && mine.st_size > 0 &&
+		    static_cast<uint64_t>(mine.st_size) + text.size() > bound_.max()) {
+			rotate();
+			current = false;
+		}
+		if (!current && round < 7) {
+			::flock(fd_, LOCK_UN);
+			reopen();
+			continue;
+		}
+		// O_APPEND makes the one write atomic against other appenders.
+		ssize_t n = ::write(fd_, text.data(), text.size());
+		int e = errno;
+		::flock(fd_, LOCK_UN);
+		if (n < 0)
+			fail_errno("write audit log", e);
+		return;
+	}
 }
 
 }  // namespace airlock

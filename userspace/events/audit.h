@@ -9,11 +9,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "events/audit_bound.h"
+
 namespace airlock {
 
 const char* hook_name(unsigned hook);
 const char* verdict_name(unsigned verdict);
 const char* reason_name(unsigned reason);
+// What the kernel did to the task in its violating call ("" for nothing).
+const char* signal_name(unsigned signal);
 std::string protocol_name(unsigned ipproto);
 
 // A decision event as an audit-log object (without "ts" and "sandbox").
@@ -35,22 +39,41 @@ nlohmann::json unix_json(const al_unix_event& e);
 std::string unix_line(const al_unix_event& e);
 std::string unix_address(const al_unix_event& e);
 
+// The bound's set fields as request fields ("audit_log_max_bytes",
+// "audit_log_keep"), and back.
+void put_audit_bound(nlohmann::json& request, const AuditBound& b);
+AuditBound audit_bound_of(const nlohmann::json& request);
+
 // Appends one JSON object per line with a single write(2), so lines from
 // several writers (the runner, `airlock reload`) never interleave.
+//
+// Bounded: before a line would take the file past the bound's max_bytes,
+// the file is renamed to PATH.1 (PATH.1 to PATH.2, ..., up to PATH.keep; the
+// oldest goes) and a new one started. Writers take flock(2) on the file and
+// check that the name still points to it, so that several processes
+// appending to one log rotate it once and never write past the bound. A
+// file renamed or removed by someone else (logrotate) is reopened on the
+// next line; one truncated in place (copytruncate) is appended to from its
+// new end.
 class AuditLog {
 public:
 	AuditLog() = default;
-	explicit AuditLog(const std::string& path);
+	explicit AuditLog(const std::string& path, AuditBound bound = {});
 	AuditLog(AuditLog&&) noexcept;
 	AuditLog& operator=(AuditLog&&) noexcept;
 	~AuditLog();
 	bool open() const { return fd_ >= 0; }
 	// Adds "ts" and "sandbox" in front of the object's own fields.
 	void write(const std::string& sandbox, const nlohmann::json& record);
+	// Opens the file by its name again (SIGHUP, after an external rename).
+	void reopen();
 	// Also hands every line (with its newline) to f: the daemon's event stream.
 	void tee(std::function<void(const std::string& sandbox, const std::string& line)> f) { tee_ = std::move(f); }
 
 private:
+	void rotate();
+	std::string path_;
+	AuditBound bound_;
 	int fd_ = -1;
 	std::function<void(const std::string&, const std::string&)> tee_;
 };

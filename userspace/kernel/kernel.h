@@ -120,6 +120,10 @@ std::string tracepoints_dir(const std::string& bpf_dir);
 // none can be had (then tracepoint programs cannot be attached).
 bool ensure_tracefs();
 
+// This kernel lets cgroup sock_addr programs call bpf_send_signal (6.16+):
+// a freeze or kill violation stops or kills its task in the violating call.
+bool can_stop_in_call();
+
 // Mounts bpffs at /sys/fs/bpf when the pin root lies under it and nothing is
 // mounted there yet; fails if the pin root is not on a bpffs.
 void ensure_bpffs(const std::string& bpf_dir);

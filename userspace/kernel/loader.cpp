@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "airlock_bpf.skel.h"
 #include "kernel/kernel.h"
 #include "util/error.h"
@@ -49,6 +51,17 @@ struct Loader {
 		for (auto [prog, on] : tracepoints)
 			if (!on)
 				bpf_program__set_autoload(prog, false);
+		// Stopping the violating task in its call needs bpf_send_signal in
+		// sock_addr (Linux 6.16+) and sock_create programs: probe, or the
+		// older verifier would refuse the programs.
+		skel->rodata->al_signal_sock_addr = can_stop_in_call();
+		skel->rodata->al_signal_sock_create =
+			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK, BPF_FUNC_send_signal, nullptr) == 1;
+		spdlog::info("loading programs; stopping a violating task inside its connect/sendmsg: {}",
+			     skel->rodata->al_signal_sock_addr
+				     ? "yes (SIGSTOP or SIGKILL in the call)"
+				     : "no, this kernel lacks bpf_send_signal in sock_addr programs (Linux 6.16+); the "
+				       "cgroup freeze stops it");
 		int err = airlock_bpf__load(skel);
 		if (err) {
 			airlock_bpf__destroy(skel);
@@ -112,6 +125,11 @@ struct Loader {
 		return k;
 	}
 };
+
+bool can_stop_in_call()
+{
+	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BPF_FUNC_send_signal, nullptr) == 1;
+}
 
 Kernel load_embedded(const std::string& bpf_dir)
 {

@@ -58,6 +58,9 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 	auto dbytes = family("airlock_egress_denied_bytes_total", "Bytes dropped at cgroup egress", MetricType::Counter);
 	auto lost = family("airlock_events_lost_total", "Events the sandbox's ring buffer could not take",
 			   MetricType::Counter);
+	auto suppressed = family("airlock_events_suppressed_total",
+				 "Events the kernel's rate limit held back, by sandbox and hook (counted, summarised in the audit log)",
+				 MetricType::Counter);
 	auto frozen = family("airlock_sandbox_frozen", "1 while the sandbox's cgroup is frozen", MetricType::Gauge);
 	auto latched = family("airlock_sandbox_quarantined", "1 while the sandbox's quarantine latch is set",
 			      MetricType::Gauge);
@@ -114,12 +117,20 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 		add(packets, {{"sandbox", s}}, static_cast<double>(c.egress_packets));
 		add(dbytes, {{"sandbox", s}}, static_cast<double>(c.denied_bytes));
 		add(lost, {{"sandbox", s}}, static_cast<double>(c.events_lost));
+		for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
+			uint64_t n = 0;
+			for (unsigned i = 0; i < AL_REASON_MAX; i++)
+				n += c.suppressed[h][i];
+			if (n)
+				add(suppressed, {{"sandbox", s}, {"hook", hook_name(h)}}, static_cast<double>(n));
+		}
 		auto ev = cgroup::events(r.cgroup);
 		add(frozen, {{"sandbox", s}}, ev && ev->frozen ? 1 : 0);
 		add(latched, {{"sandbox", s}}, l.violated_ns ? 1 : 0);
 		add(learned, {{"sandbox", s}}, static_cast<double>(live));
 	}
-	return {decisions, violations, dns, answers, bytes, packets, dbytes, lost, frozen, latched, learned, count, info};
+	return {decisions, violations, dns, answers, bytes, packets, dbytes,
+		lost, suppressed, frozen, latched, learned, count, info};
 }
 
 Metrics::Metrics(const Paths& paths, const std::string& addr)

@@ -23,7 +23,8 @@ struct Reader {
 
 	// Only the listed keys; each one's value a string or a boolean as listed.
 	bool object(const json& v, const std::string& path, std::initializer_list<const char*> strings,
-		    std::initializer_list<const char*> bools = {}, std::initializer_list<const char*> arrays = {})
+		    std::initializer_list<const char*> bools = {}, std::initializer_list<const char*> arrays = {},
+		    std::initializer_list<const char*> counts = {})
 	{
 		if (!v.is_object()) {
 			error(path, fmt::format("expected an object, got {}", json_type_name(v)));
@@ -45,6 +46,9 @@ struct Reader {
 			} else if (in(bools)) {
 				if (!it->is_boolean())
 					error(at, fmt::format("expected a boolean, got {}", json_type_name(*it)));
+			} else if (in(counts)) {
+				if (!it->is_number_unsigned())
+					error(at, fmt::format("expected a whole number, got {}", it->dump().substr(0, 40)));
 			} else if (in(arrays)) {
 				if (!it->is_array())
 					error(at, fmt::format("expected an array, got {}", json_type_name(*it)));
@@ -73,7 +77,20 @@ DaemonConfig load_daemon_config(const std::string& file)
 		throw PolicyRejected({fmt::format("{}: (root): cannot read", file)});
 	auto doc = parse_json_checked(*text, file, r.errors);
 	DaemonConfig c;
-	if (doc && r.object(*doc, "(root)", {"metrics", "policy_dir", "audit_log"}, {}, {"sandboxes"})) {
+	if (doc && r.object(*doc, "(root)", {"metrics", "policy_dir", "audit_log"}, {}, {"sandboxes"},
+			    {"audit_log_max_bytes", "audit_log_keep"})) {
+		if (auto it = doc->find("audit_log_max_bytes"); it != doc->end() && it->is_number_unsigned()) {
+			c.audit_bound.max_bytes = it->get<uint64_t>();
+			if (*c.audit_bound.max_bytes && *c.audit_bound.max_bytes < AuditBound::kMinMaxBytes)
+				r.error("audit_log_max_bytes",
+					fmt::format("at least {} (or 0: rotated by something else)", AuditBound::kMinMaxBytes));
+		}
+		if (auto it = doc->find("audit_log_keep"); it != doc->end() && it->is_number_unsigned()) {
+			if (it->get<uint64_t>() > 1000)
+				r.error("audit_log_keep", "at most 1000");
+			else
+				c.audit_bound.keep = it->get<unsigned>();
+		}
 		c.metrics = Reader::str(*doc, "metrics");
 		c.policy_dir = Reader::str(*doc, "policy_dir");
 		c.audit_log = Reader::str(*doc, "audit_log");

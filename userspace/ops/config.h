@@ -3,6 +3,7 @@
 //
 //   {"metrics": "127.0.0.1:9464", "policy_dir": "/etc/airlock/policies",
 //    "audit_log": "/var/log/airlock/audit.jsonl",
+//    "audit_log_max_bytes": 67108864, "audit_log_keep": 4,
 //    "sandboxes": [{"name": "coder", "policy": "coder"},
 //                  {"name": "web", "policy": "web", "cgroup": "system.slice/web.service"}]}
 //
@@ -10,6 +11,8 @@
 // daemon (as `airlock sandbox create`); with one, that cgroup is attached.
 #include <string>
 #include <vector>
+
+#include "events/audit_bound.h"
 
 namespace airlock {
 
@@ -20,6 +23,7 @@ struct DeclaredSandbox {
 
 struct DaemonConfig {
 	std::string metrics, policy_dir, audit_log;
+	AuditBound audit_bound;  // "audit_log_max_bytes", "audit_log_keep"
 	std::vector<DeclaredSandbox> sandboxes;
 };
 

@@ -38,8 +38,17 @@ void audit_to(const SandboxRecord& r, const json& j)
 {
 	if (r.audit_log.empty())
 		return;
-	AuditLog log(r.audit_log);
+	AuditLog log(r.audit_log, r.audit_bound);
 	log.write(r.name, j);
+}
+
+uint64_t suppressed_total(const al_counters& c)
+{
+	uint64_t n = 0;
+	for (const auto& hook : c.suppressed)
+		for (uint64_t v : hook)
+			n += v;
+	return n;
 }
 
 json counters_json(const al_counters& c)
@@ -64,7 +73,8 @@ json counters_json(const al_counters& c)
 		{"denied_bytes", c.denied_bytes},
 		{"violations", c.violations},
 		{"events_lost", c.events_lost},
-		{"unix_bound_full", c.unix_bound_full}};
+		{"unix_bound_full", c.unix_bound_full},
+		{"events_suppressed", suppressed_total(c)}};
 }
 
 json dns_json_of(const al_counters& c, size_t learned, size_t learned_live)
@@ -191,8 +201,10 @@ json status(const Paths& paths)
 		out["sandboxes"].push_back(s);
 	}
 	// Decisions of programs that found no sandbox entry (fail-closed denials).
-	if (k)
+	if (k) {
 		out["unattributed"] = counters_json(k->counters(AL_SLOT_UNKNOWN));
+		out["stop_in_call"] = kernel::can_stop_in_call();
+	}
 	return out;
 }
 
@@ -267,9 +279,10 @@ SandboxRecord add(const Paths& paths, const NewSandbox& o, std::string* message)
 		kernel::Kernel k = kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty());
 		adopted = k.adopted();
 		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, o.runner_pid, cg, o.managed};
+		co.audit_bound = o.audit_bound;
 		rec = create_sandbox(k, paths, co);
 	}
-	AuditLog audit(audit_path);
+	AuditLog audit(audit_path, rec.audit_bound);
 	if (attach) {
 		auto ev = cgroup::events(rec.cgroup);
 		audit.write(rec.name, json{{"event", "attached"}, {"cgroup", rec.cgroup}, {"cgroup_id", rec.cgroup_id},

@@ -40,6 +40,7 @@ struct NewSandbox {
 	int pid = 0;
 	bool managed = false;  // made through the daemon, which supervises it
 	int runner_pid = 0;    // `airlock run` through the daemon
+	AuditBound audit_bound;
 };
 // One line per process of the cgroup (and its descendants) that could move
 // itself out of it: CAP_SYS_ADMIN in its effective set, or uid 0 with a

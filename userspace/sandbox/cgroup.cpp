@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -108,15 +111,82 @@ std::optional<Events> events(const std::string& path)
 }
 
 void freeze(const std::string& path) { write_control(path + "/cgroup.freeze", "1"); }
-void thaw(const std::string& path) { write_control(path + "/cgroup.freeze", "0"); }
 void kill(const std::string& path) { write_control(path + "/cgroup.kill", "1"); }
+
+namespace {
+
+// /proc/PID/stat's state letter, or 0 if the process is gone.
+char proc_state(int pid)
+{
+	auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+	if (!stat)
+		return 0;
+	auto close = stat->rfind(')');
+	return close != std::string::npos && close + 2 < stat->size() ? (*stat)[close + 2] : 0;
+}
+
+bool inside(const std::string& cg, const std::string& root)
+{
+	return cg == root || cg.rfind(root + "/", 0) == 0;
+}
+
+}  // namespace
+
+size_t resume_stopped(const std::string& path)
+{
+	// Every process, not only those in state T: one the freezer caught
+	// before its SIGSTOP took effect still has the signal pending, and
+	// SIGCONT discards it.
+	size_t resumed = 0;
+	std::vector<std::string> dirs = {path};
+	std::error_code ec;
+	for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+	     it.increment(ec))
+		if (it->is_directory(ec) && !it->is_symlink(ec))
+			dirs.push_back(it->path().string());
+	for (const auto& d : dirs) {
+		auto procs = read_file(d + "/cgroup.procs");
+		if (!procs)
+			continue;
+		std::istringstream in(*procs);
+		int pid;
+		while (in >> pid) {
+			// The pidfd names one process for good; it is signalled only
+			// if that process is still in the sandbox (not a reused pid).
+			int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+			if (fd < 0)
+				continue;
+			bool ours = false;
+			try {
+				ours = inside(of_pid(pid), path);
+			} catch (const std::exception&) {
+			}
+			if (ours && ::syscall(SYS_pidfd_send_signal, fd, SIGCONT, nullptr, 0) == 0)
+				resumed++;
+			::close(fd);
+		}
+	}
+	return resumed;
+}
+
+void thaw(const std::string& path)
+{
+	// A task stopped in its violating call (SIGSTOP from the kernel) would
+	// stay stopped when the freezer lets go: thawing means it runs again
+	// too. Before unfreezing, so that a SIGSTOP still pending is dropped
+	// rather than taken after the scan.
+	resume_stopped(path);
+	write_control(path + "/cgroup.freeze", "0");
+}
 
 namespace {
 
 template <typename Pred>
 bool wait_events(const std::string& path, Pred done, std::chrono::milliseconds timeout)
 {
-	auto deadline = std::chrono::steady_clock::now() + timeout;
+	auto started = std::chrono::steady_clock::now();
+	auto deadline = started + timeout;
+	unsigned backoff_us = 20;
 	int fd = ::open((path + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return done(std::optional<Events>{});
@@ -139,8 +209,20 @@ bool wait_events(const std::string& path, Pred done, std::chrono::milliseconds t
 			::close(fd);
 			return false;
 		}
+		// The kernel rate-limits cgroup.events notifications (10 ms apart):
+		// right after a sandbox starts, the one for "frozen 1" comes up to
+		// 10 ms late. So the file is read again at a short, growing interval
+		// (20 us to 250 us) for the first 100 ms, notification or not; then
+		// the notification alone wakes a long wait.
+		auto waited = std::chrono::steady_clock::now() - started;
 		struct pollfd p = {fd, POLLPRI, 0};
-		::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 100)));
+		if (waited < std::chrono::milliseconds(100)) {
+			struct timespec ts = {0, static_cast<long>(backoff_us) * 1000};
+			::ppoll(&p, 1, &ts, nullptr);
+			backoff_us = std::min(backoff_us * 2, 250u);
+		} else {
+			::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 100)));
+		}
 	}
 }
 

@@ -26,11 +26,18 @@ struct Events {
 std::optional<Events> events(const std::string& path);
 
 void freeze(const std::string& path);
+// Sends SIGCONT to the processes of the subtree, then unfreezes: the kernel
+// stops a task in its violating call with SIGSTOP (a process the sandbox
+// stopped itself is resumed as well).
 void thaw(const std::string& path);
 void kill(const std::string& path);
+// SIGCONT to every process of the subtree; returns how many.
+size_t resume_stopped(const std::string& path);
 
-// Waits until cgroup.events says frozen (or not, or unpopulated), woken by
-// the kernel's notification on the file. Returns false on timeout.
+// Waits until cgroup.events says frozen (or not, or unpopulated): the file
+// is read again at a short interval for the first 100 ms (its notification
+// can come 10 ms late), then on the kernel's notification. Returns false on
+// timeout.
 bool wait_frozen(const std::string& path, bool frozen, std::chrono::milliseconds timeout);
 bool wait_empty(const std::string& path, std::chrono::milliseconds timeout);
 

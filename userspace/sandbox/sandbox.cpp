@@ -122,6 +122,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 	r.runner_pid = o.runner_pid;
 	r.runner_start = o.runner_pid ? process_start_time(o.runner_pid) : 0;
 	r.audit_log = o.audit_log;
+	r.audit_bound = o.audit_bound.resolved();
 	r.log_allowed = o.log_allowed;
 	r.created = now_rfc3339();
 	r.attached = attached;

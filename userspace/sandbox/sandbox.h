@@ -34,6 +34,7 @@ struct CreateOptions {
 	// <parent>/<name>: its processes are judged from the moment this returns.
 	std::string existing_cgroup;
 	bool managed = false;  // SandboxRecord::managed
+	AuditBound audit_bound;
 };
 
 // Everything is in place when this returns: entry, rules, ring, links. A

@@ -27,7 +27,8 @@ json to_json(const SandboxRecord& r)
 		    {"policy_file", r.policy_file}, {"policy_name", r.policy_name}, {"runner_pid", r.runner_pid},
 		    {"runner_start", r.runner_start}, {"audit_log", r.audit_log}, {"log_allowed", r.log_allowed},
 		    {"created", r.created},     {"attached", r.attached},
-		    {"managed", r.managed},     {"abstract_scoped", r.abstract_scoped}};
+		    {"managed", r.managed},     {"abstract_scoped", r.abstract_scoped},
+		    {"audit_max_bytes", r.audit_bound.max()}, {"audit_keep", r.audit_bound.kept()}};
 }
 
 SandboxRecord from_json(const json& j)
@@ -45,6 +46,8 @@ SandboxRecord from_json(const json& j)
 	r.runner_start = j.value("runner_start", uint64_t{0});
 	r.audit_log = j.value("audit_log", "");
 	r.log_allowed = j.value("log_allowed", false);
+	r.audit_bound.max_bytes = j.value("audit_max_bytes", AuditBound::kDefaultMaxBytes);
+	r.audit_bound.keep = j.value("audit_keep", AuditBound::kDefaultKeep);
 	r.created = j.value("created", "");
 	r.attached = j.value("attached", false);
 	r.managed = j.value("managed", false);

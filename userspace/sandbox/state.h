@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "events/audit_bound.h"
+
 namespace airlock {
 
 struct Paths {
@@ -37,6 +39,7 @@ struct SandboxRecord {
 	int runner_pid = 0;
 	uint64_t runner_start = 0;  // /proc/PID/stat starttime, to tell PID reuse
 	std::string audit_log;
+	AuditBound audit_bound;  // every writer of the log rotates it by this
 	bool log_allowed = false;
 	std::string created;  // RFC 3339
 	bool attached = false;  // an existing cgroup: airlock neither kills its processes nor removes it

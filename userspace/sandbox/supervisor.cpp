@@ -37,11 +37,16 @@ Supervisor::Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec,
     : k_(k), paths_(paths), rec_(std::move(rec)), policy_(std::move(policy))
 {
 	if (!rec_.audit_log.empty())
-		audit_ = AuditLog(rec_.audit_log);
+		audit_ = AuditLog(rec_.audit_log, rec_.audit_bound);
 	ring_fd_ = k_.ring(rec_.slot);
 	rb_ = ring_fd_.valid() ? ring_buffer__new(ring_fd_.get(), ring_cb, this, nullptr) : nullptr;
 	if (!rb_)
 		fail("cannot open the event ring of sandbox {}", rec_.name);
+	// What was held back before this supervisor took over was reported
+	// by the one before it (or is in the counters of a fresh slot: zero).
+	al_counters c = k_.counters(rec_.slot);
+	suppressed_seen_.assign(&c.suppressed[0][0], &c.suppressed[0][0] + AL_HOOK_MAX * AL_REASON_MAX);
+	last_summary_ = monotonic_ns();
 }
 
 Supervisor::~Supervisor()
@@ -50,14 +55,55 @@ Supervisor::~Supervisor()
 		ring_buffer__consume(rb_);
 		ring_buffer__free(rb_);
 	}
+	try {
+		summarize_suppressed(true);
+	} catch (const std::exception& e) {
+		spdlog::warn("{}: counting suppressed events at the end: {}", rec_.name, e.what());
+	}
 }
 
 void Supervisor::poll()
 {
+	// The latch is set before its event is submitted: act on it before
+	// reading (and writing out) whatever the ring holds.
+	start_quarantine();
 	ring_buffer__consume(rb_);
 	check_latch();
 	check_thawed();
 	sweep_learned();
+	summarize_suppressed(false);
+}
+
+void Supervisor::summarize_suppressed(bool final)
+{
+	uint64_t now = monotonic_ns();
+	if (!final && now - last_summary_ < 1000000000ull)
+		return;
+	uint64_t since = last_summary_;
+	last_summary_ = now;
+	al_counters c = k_.counters(rec_.slot);
+	for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
+		for (unsigned r = 0; r < AL_REASON_MAX; r++) {
+			uint64_t& seen = suppressed_seen_[h * AL_REASON_MAX + r];
+			uint64_t total = c.suppressed[h][r];
+			if (total <= seen) {
+				seen = total;  // lower: the counters were reset (airlock thaw keeps them)
+				continue;
+			}
+			bool allowed = r == AL_REASON_RULE_ALLOW || r == AL_REASON_DNS_ALLOW || r == AL_REASON_LEARNED;
+			audit_.write(rec_.name, json{{"event", "suppressed"},
+						   {"hook", hook_name(h)},
+						   {"reason", reason_name(r)},
+						   {"verdict", allowed ? "allow" : policy_.mode == Mode::Audit ? "audit" : "deny"},
+						   {"count", total - seen},
+						   {"total", total},
+						   {"seconds", (now - since) / 1e9},
+						   {"policy", rec_.policy_name}});
+			spdlog::warn("{}: {} more {} {} decisions ({}) held back by the event rate limit", rec_.name,
+				     total - seen, hook_name(h), allowed ? "allowed" : "denied", reason_name(r));
+			seen = total;
+		}
+	}
 }
 
 void Supervisor::on_event(const al_event& e, const al_dns_event* dns, const al_unix_event* ux)
@@ -118,6 +164,7 @@ void Supervisor::sweep_learned()
 
 void Supervisor::reload_from_file(const char* by)
 {
+	audit_.reopen();
 	auto r = load_record(paths_, rec_.name);
 	if (!r)
 		return;
@@ -159,17 +206,31 @@ void Supervisor::refresh()
 		policy_ = *parsed.policy;
 }
 
+void Supervisor::start_quarantine()
+{
+	if (state_ != State::Running || quarantine_started_)
+		return;
+	if (!k_.latch(rec_.slot).violated_ns)
+		return;
+	auto sb = k_.sandbox(rec_.cgroup_id);
+	action_ = sb ? sb->on_violation : uint8_t(AL_ON_VIOLATION_FREEZE);
+	if (action_ == AL_ON_VIOLATION_KILL)
+		cgroup::kill(rec_.cgroup);
+	else
+		cgroup::freeze(rec_.cgroup);
+	quarantine_started_ = true;
+}
+
 void Supervisor::check_latch()
 {
 	if (state_ != State::Running)
 		return;
-	al_latch l = k_.latch(rec_.slot);
-	if (!l.violated_ns)
+	start_quarantine();
+	if (!quarantine_started_)
 		return;
-	auto sb = k_.sandbox(rec_.cgroup_id);
-	uint8_t action = sb ? sb->on_violation : uint8_t(AL_ON_VIOLATION_FREEZE);
-	if (action == AL_ON_VIOLATION_KILL) {
-		cgroup::kill(rec_.cgroup);
+	quarantine_started_ = false;
+	al_latch l = k_.latch(rec_.slot);
+	if (action_ == AL_ON_VIOLATION_KILL) {
 		bool empty = cgroup::wait_empty(rec_.cgroup, 5s);
 		uint64_t lat = monotonic_ns() - l.violated_ns;
 		state_ = State::Killed;
@@ -179,7 +240,6 @@ void Supervisor::check_latch()
 		spdlog::warn("{}: killed on violation, {:.3f} ms after it", rec_.name, lat / 1e6);
 		return;
 	}
-	cgroup::freeze(rec_.cgroup);
 	bool frozen = cgroup::wait_frozen(rec_.cgroup, true, 5s);
 	uint64_t lat = monotonic_ns() - l.violated_ns;
 	if (!frozen) {

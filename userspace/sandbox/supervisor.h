@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "events/audit.h"
 #include "kernel/kernel.h"
@@ -33,7 +34,8 @@ public:
 	// A descriptor that becomes readable when events are waiting.
 	int epoll_fd() const { return ring_buffer__epoll_fd(rb_); }
 	// Reads every waiting event, then looks at the latch, a thaw, expired
-	// learned addresses. Cheap enough to call on every wake-up.
+	// learned addresses, and (once a second) what the kernel's event rate
+	// limit held back. Cheap enough to call on every wake-up.
 	void poll();
 	// SIGHUP: enforce the sandbox's policy file again (as `airlock reload`).
 	void reload_from_file(const char* by);
@@ -54,9 +56,15 @@ private:
 	static int ring_cb(void* ctx, void* data, size_t size);
 	void on_event(const al_event& e, const al_dns_event* dns, const al_unix_event* ux = nullptr);
 	bool terminal_budget();
+	// Writes cgroup.freeze (or cgroup.kill) once the latch is set;
+	// check_latch then waits for it to take and records it.
+	void start_quarantine();
 	void check_latch();
 	void check_thawed();
 	void sweep_learned();
+	// One "suppressed" line per hook and reason whose count grew since the
+	// last: at most once a second, and always at the end.
+	void summarize_suppressed(bool final);
 
 	kernel::Kernel& k_;
 	const Paths& paths_;
@@ -67,9 +75,14 @@ private:
 	ring_buffer* rb_ = nullptr;
 	State state_ = State::Running;
 	bool killed_on_violation_ = false;
+	bool quarantine_started_ = false;
+	uint8_t action_ = AL_ON_VIOLATION_FREEZE;
 	uint64_t window_start_ = 0;
 	unsigned in_window_ = 0, suppressed_ = 0;
 	uint64_t last_sweep_ = 0;
+	// al_counters.suppressed as last written to the audit log.
+	std::vector<uint64_t> suppressed_seen_;
+	uint64_t last_summary_ = 0;
 };
 
 }  // namespace airlock
