@@ -1274,3 +1274,19 @@ std::string Env::dump()
 }
 
 }  // namespace it
+
+namespace it {
+
+pid_t host_pid_of(const std::string& cgroup, pid_t inner)
+{
+	for (pid_t h : cgroup_pids(cgroup)) {
+		std::string st = read_file(fmt::format("/proc/{}/status", h));
+		auto at = st.find("NSpid:");
+		std::string line = at == std::string::npos ? "" : st.substr(at, st.find('\n', at) - at);
+		if (!line.empty() && std::stoi(line.substr(line.find_last_of(" \t") + 1)) == inner)
+			return h;
+	}
+	return -1;
+}
+
+}  // namespace it

@@ -287,6 +287,10 @@ void remove_cgroup_tree(const std::string& path) noexcept;
 std::optional<std::map<std::string, std::string>> cgroup_events(const std::string& cgroup);
 std::vector<pid_t> cgroup_pids(const std::string& cgroup);
 
+// The host pid of the process in cgroup whose pid in its own PID namespace
+// (the last of /proc/PID/status NSpid) is inner; -1 if none.
+pid_t host_pid_of(const std::string& cgroup, pid_t inner);
+
 // /proc/PID: does it still exist (zombies count as gone)? Is it frozen?
 bool pid_alive(pid_t pid);
 char pid_state(pid_t pid);

@@ -6,6 +6,7 @@
 // the query's id.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -204,8 +205,19 @@ protected:
 
 	// Each query from its own port through al_egress: the verdict and the
 	// reason of its audit decision (found by the query id) must be exact.
+	// A sandbox reports at most 20 decisions of one kind at once
+	// (AL_EVENTS_BURST; the rest are counted): cases go in batches, each in a
+	// sandbox of its own.
 	void judge(const std::string& name, std::vector<Case> cases, unsigned first_id)
 	{
+		constexpr size_t kBatch = 10;
+		if (cases.size() > kBatch) {
+			for (size_t at = 0, b = 0; at < cases.size(); at += kBatch, b++)
+				judge(name + "b" + std::to_string(b),
+				      std::vector<Case>(cases.begin() + at, cases.begin() + std::min(cases.size(), at + kBatch)),
+				      first_id + at);
+			return;
+		}
 		std::vector<std::pair<std::string, std::string>> pkts;
 		for (size_t i = 0; i < cases.size(); i++) {
 			cases[i].q.id = first_id + i;

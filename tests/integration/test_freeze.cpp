@@ -52,19 +52,9 @@ protected:
 		ASSERT_TRUE(exists(dir() + "/pids.json")) << runner.describe();
 		json p = json::parse(read_file(dir() + "/pids.json"));
 		auto pids = cgroup_pids(env().sandbox_cgroup(name));
-		// The client reports pids of its own PID namespace: the last of NSpid.
-		auto host_pid = [&](pid_t inner) {
-			for (pid_t h : pids) {
-				std::string st = read_file(fmt::format("/proc/{}/status", h));
-				auto at = st.find("NSpid:");
-				std::string line = at == std::string::npos ? "" : st.substr(at, st.find('\n', at) - at);
-				if (!line.empty() && std::stoi(line.substr(line.find_last_of(" \t") + 1)) == inner)
-					return h;
-			}
-			return pid_t(-1);
-		};
-		main_pid_ = host_pid(p["main"].get<pid_t>());
-		child_pid_ = host_pid(p["child"].get<pid_t>());
+		// The client reports pids of its own PID namespace.
+		main_pid_ = host_pid_of(env().sandbox_cgroup(name), p["main"].get<pid_t>());
+		child_pid_ = host_pid_of(env().sandbox_cgroup(name), p["child"].get<pid_t>());
 		EXPECT_NE(std::find(pids.begin(), pids.end(), main_pid_), pids.end()) << "main not in the sandbox";
 		EXPECT_NE(std::find(pids.begin(), pids.end(), child_pid_), pids.end()) << "child not in the sandbox";
 		ASSERT_TRUE(heartbeats_advance()) << "the client's heartbeats do not advance before any violation";
@@ -342,8 +332,9 @@ protected:
 						    marker, "--allowed", dest4(kAllowed4, 9011), "--allowed-marker", after});
 		Proc& p = env().start_run(s);
 		EXPECT_TRUE(wait_until([&] { return exists(file("pid")) || !p.running(); }, 10s)) << p.describe();
-		if (exists(file("pid")))
-			pid_ = json::parse(read_file(file("pid")))["pid"].get<pid_t>();
+		if (exists(file("pid")))  // its pid in its own PID namespace
+			pid_ = host_pid_of(env().sandbox_cgroup(name),
+					   json::parse(read_file(file("pid")))["pid"].get<pid_t>());
 		return p;
 	}
 
