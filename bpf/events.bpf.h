@@ -40,8 +40,9 @@ const volatile __u8 al_signal_sock_create = 0;
 #define AL_SIGKILL 9
 #define AL_SIGSTOP 19
 
-/* The event rate limit of each slot (struct al_flood): kernel state only,
- * never pinned or read by the agent. */
+/* The event rate limit of each slot (struct al_flood): written by the
+ * programs only, but pinned, so that the agent zeroes a slot's entry with its
+ * counters when a new sandbox takes the slot. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, AL_MAX_SANDBOXES + 1);

@@ -409,12 +409,21 @@ TEST_F(ContainmentRoot, IoUringSocketIsRefusedByDefault)
 TEST_F(ContainmentRoot, ForeignSyscallAbisAreKilled)
 {
 	for (const char* abi : {"i386", "x32"}) {
-		// Outside a sandbox the path exists (it returns, whatever it returns).
 		Result base = it::run({AIRLOCK_ABI_ESCAPE, abi});
-		EXPECT_EQ(base.status, 0) << base.describe();
 		RunResult rr = run(name(std::string("abi-") + abi), {AIRLOCK_ABI_ESCAPE, abi}, base_policy("it-abi"));
-		EXPECT_EQ(rr.r.status, 128 + SIGSYS) << abi << ": " << rr.describe();
 		EXPECT_EQ(rr.r.out.find("abi_escape"), std::string::npos) << rr.describe();
+		if (std::string(abi) == "i386" && base.status == 128 + SIGSEGV) {
+			// This machine has no int 0x80 path at all (32-bit emulation
+			// off, or a hypervisor that refuses the gate: a general
+			// protection fault, outside a sandbox too). Nothing to escape
+			// through; inside, the same fault, and no socket.
+			std::cerr << "[ abi ] int 0x80 faults outside a sandbox here: no i386 path to close\n";
+			EXPECT_EQ(rr.r.status, 128 + SIGSEGV) << rr.describe();
+			continue;
+		}
+		// Outside a sandbox the path exists (it returns, whatever it returns).
+		EXPECT_EQ(base.status, 0) << base.describe();
+		EXPECT_EQ(rr.r.status, 128 + SIGSYS) << abi << ": " << rr.describe();
 	}
 }
 

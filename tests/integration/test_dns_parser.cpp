@@ -87,12 +87,6 @@ struct Opt {
 	}
 };
 
-// An EDNS OPT record with `optlen` option bytes.
-std::string opt_rr(size_t optlen)
-{
-	return std::string(1, '\0') + be16(41) + be16(1232) + be32(0) + be16(optlen) + std::string(optlen, 'x');
-}
-
 std::string udp4(const std::string& src, const std::string& dst, unsigned sport, unsigned dport,
 		 const std::string& payload)
 {

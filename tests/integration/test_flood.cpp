@@ -122,6 +122,40 @@ TEST_F(Flood, DeniedConnectFloodIsAggregatedAndCountedExactly)
 	EXPECT_TRUE(NothingArrived(env(), marker));
 }
 
+// A sandbox that takes the slot of one that spent its burst gets the whole
+// burst: the rate limit belongs to the sandbox, not to the slot.
+TEST_F(Flood, ANewSandboxInAFloodedSlotStartsWithTheFullBurst)
+{
+	std::string policy = env().write_policy("deny.json", base_policy("it-flood", "deny"));
+	auto flood = [&](const std::string& name, int n) {
+		std::string go = shared(name + ".go");
+		RunSpec s;
+		s.policy = policy;
+		s.name = name;
+		s.user = "nobody";
+		s.cmd = env().py("connect_flood.py",
+				 {dest4(kDenied4, kPortLo), env().marker(name), std::to_string(n), "--go", go});
+		Proc& run = env().start_run(s);
+		EXPECT_TRUE(wait_until([&] { return run.out().find("\"connect_flood\"") != std::string::npos; }, 60s))
+			<< run.describe();
+		json rec = json::parse(read_file(env().state_dir + "/sandboxes/" + name + ".json"), nullptr, false);
+		write_file(go, "");
+		EXPECT_TRUE(run.wait(20s).has_value()) << run.describe();
+		return rec.is_object() ? rec.value("slot", -1) : -1;
+	};
+	std::string first = "fa" + env().id, second = "fb" + env().id;
+	int slot_a = flood(first, 200);
+	int slot_b = flood(second, kBurst);
+	ASSERT_EQ(slot_a, slot_b) << "the second sandbox must take the first one's slot";
+	auto lines = env().audit();
+	ASSERT_FALSE(of(lines, first, "suppressed").empty()) << "the first sandbox did not spend its burst";
+	size_t reported = 0;
+	for (const auto& j : decisions(lines, Violation("connect4", "no-rule", kDenied4, kPortLo)))
+		reported += j.value("sandbox", "") == second;
+	EXPECT_EQ(reported, size_t(kBurst)) << dump_lines(lines);
+	EXPECT_TRUE(of(lines, second, "suppressed").empty()) << dump_lines(lines);
+}
+
 // The sandbox floods denials of one kind under on_violation deny until its
 // rate budget for that kind is spent; a reload makes it on_violation freeze,
 // and the flood's next denial, of the very kind whose events are being held

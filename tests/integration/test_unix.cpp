@@ -487,5 +487,65 @@ TEST_F(SocketFamilies, AnUnlistedFamilyLatchesTheQuarantine)
 	EXPECT_TRUE(Logged(env().audit(), m));
 }
 
+// mode audit, `airlock policy suggest` on its log, then that suggestion in
+// enforce mode: the unix sockets outside and the family the run used become
+// rules, and the same run is clean.
+TEST_F(SocketFamilies, AnAuditRunSuggestsTheUnixRulesAndFamiliesItUsed)
+{
+	std::string dg = abstract_ + "-dg";
+	UnixSink sink(env(), "sug", {"stream", host_, "dgram", dg});
+	ASSERT_TRUE(sink.ready());
+	auto workload = [&](const std::string& tag) {
+		std::string named = env().marker(tag + "-named"), abs = env().marker(tag + "-abs");
+		std::string vsock = python() + " -c \"import socket\ntry: socket.socket(40, 1).close(); print('VSOCK ok')\n"
+						"except OSError as e: print('VSOCK', e.errno)\"";
+		return std::make_tuple(std::vector<std::string>{"sh", "-c",
+								 vsock + "; " + join(client({"stream", host_, named,
+											     "dgram", dg, abs}))},
+				       named, abs);
+	};
+	json audit_policy = policy(json::array(), "freeze");
+	audit_policy["mode"] = "audit";
+	auto [cmd1, named1, abs1] = workload("aud");
+	auto rr = run("sug-audit", audit_policy, cmd1, "nobody");
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	// The named socket passes in audit mode; the abstract one outside and
+	// the vsock socket are still refused by the launch's confinement
+	// (Landlock's scope, seccomp), and all three are recorded.
+	EXPECT_EQ(ResultFor(rr, named1).value("ok", false), true) << rr.describe();
+	EXPECT_TRUE(wait_until([&] { return sink.arrived_intact(named1); }, 5s)) << sink.log();
+	EXPECT_NE(rr.r.out.find("VSOCK 1"), std::string::npos) << rr.describe();
+	std::string name1 = "u" + env().id + "-sug-audit";
+	EXPECT_EQ(ResultFor(rr, abs1).value("errno", ""), "EPERM") << rr.describe();
+	for (const auto& [hook, dst] : {std::pair<std::string, std::string>{"connect_unix", host_}, {"sendmsg_unix", dg}}) {
+		Match audited = unix_violation(hook, "no-rule", dst);
+		audited.verdict = "audit";
+		audited.violation.reset();
+		EXPECT_TRUE(Logged(env().audit(), audited)) << dump_lines(env().audit());
+	}
+
+	Result s = env().airlock({"policy", "suggest", env().audit_path(), "--sandbox", name1});
+	ASSERT_EQ(s.status, 0) << s.describe();
+	json sug = json::parse(s.out, nullptr, false);
+	ASSERT_TRUE(sug.is_object()) << s.describe();
+	EXPECT_EQ(sug["rules"], json::array({{{"action", "allow"}, {"unix", host_}},
+					     {{"action", "allow"}, {"unix", dg}}}))
+		<< sug.dump(2);
+	EXPECT_EQ(sug["families"], json({"unix", "inet", "inet6", "vsock", "netlink-route"})) << sug.dump(2);
+
+	auto [cmd2, named2, abs2] = workload("enf");
+	auto before = env().audit().size();
+	auto rr2 = run("sug-enforce", sug, cmd2, "nobody");
+	ASSERT_EQ(rr2.r.status, 0) << rr2.describe();
+	EXPECT_EQ(ResultFor(rr2, named2).value("ok", false), true) << rr2.describe();
+	EXPECT_EQ(ResultFor(rr2, abs2).value("ok", false), true) << rr2.describe();
+	EXPECT_NE(rr2.r.out.find("VSOCK ok"), std::string::npos) << rr2.describe();
+	EXPECT_TRUE(wait_until([&] { return sink.arrived_intact(named2) && sink.arrived_intact(abs2); }, 5s))
+		<< sink.log();
+	auto lines = env().audit();
+	for (size_t i = before; i < lines.size(); i++)
+		EXPECT_FALSE(lines[i].value("violation", false)) << lines[i].dump();
+}
+
 }  // namespace
 }  // namespace it

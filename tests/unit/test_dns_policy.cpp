@@ -406,5 +406,48 @@ TEST(Suggest, SharedAddressGoesToTheNameAnsweredLast)
 	EXPECT_EQ(rules[1]["ports"], json({8443}));
 }
 
+TEST(Suggest, UnixSocketsAndSocketFamiliesBecomeRules)
+{
+	auto unix_line = [](const char* hook, const char* verdict, json dst) {
+		return json{{"sandbox", "s"}, {"event", "decision"}, {"hook", hook}, {"verdict", verdict},
+			    {"family", "unix"}, {"dst", dst}, {"port", nullptr}, {"protocol", nullptr}};
+	};
+	auto socket_line = [](json family) {
+		return json{{"sandbox", "s"}, {"event", "decision"}, {"hook", "socket"}, {"verdict", "deny"},
+			    {"socket_family", family}, {"port", nullptr}, {"protocol", nullptr}};
+	};
+	std::vector<json> lines = {
+		unix_line("connect_unix", "audit", "/run/proxy.sock"),
+		unix_line("connect_unix", "audit", "/run/proxy.sock"),
+		// The log's escapes come back as the name's bytes.
+		unix_line("sendmsg_unix", "audit", "@agent\\x00bus\\x5cx"),
+		unix_line("connect_unix", "audit", nullptr),    // unreadable
+		unix_line("connect_unix", "audit", "@star*"),   // would read as a prefix
+		unix_line("connect_unix", "deny", "/run/denied.sock"),
+		socket_line("vsock"),
+		socket_line(99),
+	};
+	Suggestion s = suggest_policy(lines, {"s", "x"});
+	json p = json::parse(s.policy.dump());
+	json rules = p["rules"];
+	ASSERT_EQ(rules.size(), 2u) << p.dump(2);
+	EXPECT_EQ(rules[0], json({{"action", "allow"}, {"unix", "/run/proxy.sock"}}));
+	EXPECT_EQ(rules[1], json({{"action", "allow"}, {"unix", std::string("@agent\0bus\\x", 12)}}));
+	EXPECT_EQ(p["families"], json({"unix", "inet", "inet6", "vsock", "netlink-route"}));
+	ASSERT_EQ(s.notes.size(), 3u);
+	EXPECT_EQ(s.notes[0], "a unix socket whose address could not be read was not turned into a rule");
+	EXPECT_EQ(s.notes[1],
+		  "unix socket @star*: an address ending in '*' reads as a prefix in a rule; write its rule by hand");
+	EXPECT_EQ(s.notes[2], "a socket of a family airlock has no name for was not turned into a rule");
+	EXPECT_EQ(s.flows, 2u);
+	EXPECT_TRUE(errors_of(s.policy.dump()).empty()) << s.policy.dump(2);
+}
+
+TEST(Suggest, DefaultFamiliesAreLeftOut)
+{
+	json p = json::parse(suggest_policy({}, {"s", "x"}).policy.dump());
+	EXPECT_FALSE(p.contains("families")) << p.dump(2);
+}
+
 }  // namespace
 }  // namespace airlock

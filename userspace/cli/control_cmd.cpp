@@ -102,7 +102,13 @@ int cmd_reload(const Paths& paths, const std::string& name, const std::string& f
 
 int cmd_attach(const Paths& paths, const AttachOptions& o)
 {
-	ops::NewSandbox n{o.name, policy_argument(o.policy_file), o.audit_log, o.log_allowed, o.cgroup, o.pid};
+	ops::NewSandbox n;
+	n.name = o.name;
+	n.policy_file = policy_argument(o.policy_file);
+	n.audit_log = o.audit_log;
+	n.log_allowed = o.log_allowed;
+	n.cgroup = o.cgroup;
+	n.pid = o.pid;
 	n.audit_bound = o.audit_bound;
 	if (!n.audit_log.empty())
 		n.audit_log = std::filesystem::absolute(n.audit_log).string();

@@ -267,8 +267,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 	{
 		FileLock lock(paths.lock_file());
 		k.emplace(kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty()));
-		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, ::getpid(), "", false};
-		co.audit_bound = o.audit_bound;
+		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, ::getpid(), "", false, o.audit_bound};
 		rec = create_sandbox(*k, paths, co);
 	}
 	spdlog::info("sandbox {} in {} (cgroup id {}), policy '{}' {} on_violation {}; programs {}", name, rec.cgroup,

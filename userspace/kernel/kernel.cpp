@@ -51,7 +51,7 @@ const MapPin kMapPins[] = {
 	{"al_dns_state", &Maps::dns_state}, {"al_pending", &Maps::pending},
 	{"al_learned", &Maps::learned},       {"al_unix_exact", &Maps::unix_exact},
 	{"al_unix_prefix", &Maps::unix_prefix}, {"al_unix_bound", &Maps::unix_bound},
-	{"al_unix_binding", &Maps::unix_binding},
+	{"al_unix_binding", &Maps::unix_binding}, {"al_flood", &Maps::flood},
 };
 
 bool on_bpffs(const std::string& path)
@@ -419,6 +419,9 @@ void Kernel::reset_counters(uint32_t slot)
 	std::vector<al_counters> zero(ncpus());
 	if (bpf_map_update_elem(maps_.counters.get(), &slot, zero.data(), BPF_ANY) != 0)
 		fail_errno(fmt::format("reset counters of slot {}", slot));
+	al_flood fresh{};
+	if (bpf_map_update_elem(maps_.flood.get(), &slot, &fresh, BPF_ANY) != 0)
+		fail_errno(fmt::format("reset the event rate limit of slot {}", slot));
 }
 
 Fd Kernel::create_ring(uint32_t slot)

@@ -33,7 +33,7 @@ extern const std::array<ProgSpec, ProgCount> kProgs;
 
 // The maps by pin name, in one place.
 struct Maps {
-	Fd config, sandboxes, rules, latch, counters, rings, rcu_sync, rcu_inner;
+	Fd config, sandboxes, rules, latch, counters, flood, rings, rcu_sync, rcu_inner;
 	Fd names, dns, dns_state, pending, learned;
 	Fd unix_exact, unix_prefix, unix_bound, unix_binding;
 };
@@ -73,6 +73,8 @@ public:
 	al_latch latch(uint32_t slot) const;
 	void clear_latch(uint32_t slot);
 	al_counters counters(uint32_t slot) const;  // summed over CPUs
+	// Zeroes the slot's counters and its event rate limit: a new sandbox in
+	// a slot starts with the full burst, whatever its last owner did.
 	void reset_counters(uint32_t slot);
 	Fd create_ring(uint32_t slot);  // a fresh ring buffer installed for slot
 	Fd ring(uint32_t slot) const;   // the installed one, or invalid

@@ -80,6 +80,7 @@ struct Loader {
 		k.maps_.rules = dup(bpf_map__fd(skel->maps.al_rules));
 		k.maps_.latch = dup(bpf_map__fd(skel->maps.al_latch));
 		k.maps_.counters = dup(bpf_map__fd(skel->maps.al_counters));
+		k.maps_.flood = dup(bpf_map__fd(skel->maps.al_flood));
 		k.maps_.rings = dup(bpf_map__fd(skel->maps.al_rings));
 		k.maps_.rcu_sync = dup(bpf_map__fd(skel->maps.al_rcu_sync));
 		k.maps_.rcu_inner = dup(bpf_map__fd(skel->maps.al_rcu_inner));

@@ -278,8 +278,8 @@ SandboxRecord add(const Paths& paths, const NewSandbox& o, std::string* message)
 			     attach ? ": give one with --name" : "");
 		kernel::Kernel k = kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty());
 		adopted = k.adopted();
-		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, o.runner_pid, cg, o.managed};
-		co.audit_bound = o.audit_bound;
+		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, o.runner_pid, cg, o.managed,
+				 o.audit_bound};
 		rec = create_sandbox(k, paths, co);
 	}
 	AuditLog audit(audit_path, rec.audit_bound);

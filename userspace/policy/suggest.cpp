@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "net/address.h"
+#include "policy/policy.h"
 
 namespace airlock {
 
@@ -45,6 +46,38 @@ nlohmann::ordered_json ports_json(const std::set<int>& ports)
 	return out;
 }
 
+bool is_unix_hook(const std::string& hook)
+{
+	return hook == "connect_unix" || hook == "sendmsg_unix";
+}
+
+// The audit log writes a unix address with every byte that is not printable
+// ASCII, and the backslash itself, as \xNN; this gives the bytes back, or
+// nullopt for a string the log would not have written.
+std::optional<std::string> unix_bytes(const std::string& logged)
+{
+	std::string out;
+	for (size_t i = 0; i < logged.size(); i++) {
+		if (logged[i] != '\\') {
+			out += logged[i];
+			continue;
+		}
+		if (i + 3 >= logged.size() || logged[i + 1] != 'x')
+			return std::nullopt;
+		unsigned v = 0;
+		for (size_t k = i + 2; k < i + 4; k++) {
+			char c = logged[k];
+			int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+			if (d < 0)
+				return std::nullopt;
+			v = v * 16 + static_cast<unsigned>(d);
+		}
+		out += static_cast<char>(v);
+		i += 3;
+	}
+	return out;
+}
+
 }  // namespace
 
 Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& o)
@@ -58,6 +91,8 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 	// (name or address, protocol) -> ports
 	std::map<std::pair<std::string, std::string>, std::set<int>> by_name, by_addr;
 	std::set<std::tuple<std::string, std::string, int>> flows;
+	std::set<std::string> unix_targets;  // "/path" or "@name", as bytes
+	uint64_t families = kDefaultFamilies;
 
 	for (const auto& j : lines) {
 		if (!j.is_object() || (!o.sandbox.empty() && str(j, "sandbox") != o.sandbox))
@@ -74,8 +109,33 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 		if (event != "decision")
 			continue;
 		std::string verdict = str(j, "verdict");
+		if (str(j, "hook") == "socket" && verdict != "allow") {
+			// A socket of a family the policy does not list: the
+			// processes airlock starts are refused it even in audit
+			// mode (seccomp), so the record is all there is.
+			int af = j.contains("socket_family") && j["socket_family"].is_string()
+					 ? family_number(j["socket_family"].get<std::string>())
+					 : -1;
+			if (af < 0)
+				s.notes.push_back("a socket of a family airlock has no name for was not turned into a rule");
+			else
+				families |= 1ull << af;
+			continue;
+		}
 		if (verdict != "audit" && verdict != "allow")
 			continue;
+		if (is_unix_hook(str(j, "hook"))) {
+			auto bytes = unix_bytes(str(j, "dst"));
+			if (str(j, "dst").empty() || !bytes)
+				s.notes.push_back("a unix socket whose address could not be read was not turned into a rule");
+			else if (bytes->size() > 1 && bytes->back() == '*')
+				s.notes.push_back(fmt::format("unix socket {}: an address ending in '*' reads as a prefix "
+							      "in a rule; write its rule by hand",
+							      str(j, "dst")));
+			else
+				unix_targets.insert(*bytes);
+			continue;
+		}
 		if (j.contains("qname")) {
 			// A DNS query: its resolver, its type, its name.
 			if (j["qname"].is_string()) {
@@ -131,6 +191,8 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 		rules.push_back(
 			ojson{{"action", "allow"}, {"cidr", cidr}, {"ports", ports_json(ports)}, {"protocol", key.second}});
 	}
+	for (const auto& u : unix_targets)
+		rules.push_back(ojson{{"action", "allow"}, {"unix", u}});
 	ojson dns = ojson::object();
 	dns["resolvers"] = json(std::vector<std::string>(resolvers.begin(), resolvers.end()));
 	std::vector<std::string> t(types.begin(), types.end());
@@ -145,7 +207,9 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 		    {"on_violation", "deny"},
 		    {"rules", rules},
 		    {"dns", dns}};
-	s.flows = flows.size();
+	if (families != kDefaultFamilies)
+		s.policy["families"] = family_names(families);
+	s.flows = flows.size() + unix_targets.size();
 	s.names = queried.size();
 	return s;
 }

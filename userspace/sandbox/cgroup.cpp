@@ -115,16 +115,6 @@ void kill(const std::string& path) { write_control(path + "/cgroup.kill", "1"); 
 
 namespace {
 
-// /proc/PID/stat's state letter, or 0 if the process is gone.
-char proc_state(int pid)
-{
-	auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-	if (!stat)
-		return 0;
-	auto close = stat->rfind(')');
-	return close != std::string::npos && close + 2 < stat->size() ? (*stat)[close + 2] : 0;
-}
-
 bool inside(const std::string& cg, const std::string& root)
 {
 	return cg == root || cg.rfind(root + "/", 0) == 0;

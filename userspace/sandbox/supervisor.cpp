@@ -45,7 +45,7 @@ Supervisor::Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec,
 	// What was held back before this supervisor took over was reported
 	// by the one before it (or is in the counters of a fresh slot: zero).
 	al_counters c = k_.counters(rec_.slot);
-	suppressed_seen_.assign(&c.suppressed[0][0], &c.suppressed[0][0] + AL_HOOK_MAX * AL_REASON_MAX);
+	suppressed_seen_.assign(&c.suppressed[0][0], &c.suppressed[0][0] + size_t{AL_HOOK_MAX} * size_t{AL_REASON_MAX});
 	last_summary_ = monotonic_ns();
 }
 
