@@ -1,6 +1,7 @@
 // A DNS responder for the vmtest, where nothing else is: answers A queries
 // for allowed.test and denied.test with 127.0.0.1 (TTL 60), everything else
-// with NXDOMAIN. Listens on 127.0.0.1:53 (UDP).
+// with NXDOMAIN. Listens on 127.0.0.1:53 (UDP); appends every query it
+// receives to /tmp/dns.log, as it came.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -15,11 +16,16 @@ int main(void)
 		perror("dnsd");
 		return 1;
 	}
+	FILE *log = fopen("/tmp/dns.log", "ab");
 	for (;;) {
 		unsigned char m[512];
 		struct sockaddr_in from;
 		socklen_t fl = sizeof(from);
 		ssize_t n = recvfrom(s, m, sizeof(m) - 16, 0, (struct sockaddr *)&from, &fl);
+		if (n > 0 && log) {
+			fwrite(m, 1, (size_t)n, log);
+			fflush(log);
+		}
 		if (n < 12)
 			continue;
 		size_t p = 12;

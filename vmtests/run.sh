@@ -2,7 +2,12 @@
 # Boots Debian 12's own 6.1 kernel under qemu (TCG) with an initramfs that
 # holds build/airlock, and checks there that every program passes that
 # kernel's verifier, attaches, and decides: an allowed loopback connect
-# delivers its payload, a denied one fails and is in the audit log.
+# delivers its payload, a denied one fails and is in the audit log; and the
+# containment that does not depend on the unix hooks holds there too: socket
+# families outside the list fail and are recorded, a uid-0 command cannot
+# leave its cgroup, a DNS query with an unlisted EDNS option never reaches
+# the resolver, on_violation kill ends the sandbox; where 6.1 lacks a
+# mechanism (unix hooks, a signal from sock_addr programs) airlock says so.
 # Needs: qemu-system-x86, busybox-static, and the kernel package, which this
 # script downloads from Debian's archive with apt-get (nothing is installed).
 set -euo pipefail
@@ -27,6 +32,7 @@ cp /bin/busybox "$root/bin/busybox"
 for app in sh mount mkdir cat grep echo sleep ip nc poweroff ls uname; do ln -s busybox "$root/bin/$app"; done
 cp build/airlock "$root/bin/airlock"
 cc -O2 -static -o "$root/bin/dnsd" vmtests/dnsd.c
+cc -O2 -static -o "$root/bin/probe" vmtests/probe.c
 for lib in $(ldd build/airlock | awk '/=> \// {print $3} /^\t\/lib64/ {print $1}'); do
   mkdir -p "$root$(dirname "$lib")"
   cp -L "$lib" "$root$lib"
@@ -37,6 +43,7 @@ cat > "$root/policy.json" <<'JSON'
            {"action": "allow", "domain": "allowed.test", "ports": [8082], "protocol": "tcp"}],
  "dns": {"resolvers": ["127.0.0.1"], "types": ["A"]}}
 JSON
+sed 's/"on_violation": "deny"/"on_violation": "kill"/; s/"name": "vm"/"name": "vm-kill"/' "$root/policy.json" > "$root/policy-kill.json"
 cat > "$root/init" <<'INIT'
 #!/bin/sh
 mount -t proc proc /proc
@@ -59,6 +66,20 @@ airlock run --policy /policy.json --name vm --audit-log /tmp/audit.jsonl --log-a
          nslookup -type=A denied.test 127.0.0.1; echo "dns-denied-rc=$?"' 2>/tmp/run.err
 echo "VMTEST run-exit $?"
 cat /tmp/run.err
+# Containment on this kernel, as uid 0 without --keep-caps.
+nc -l -p 8083 > /tmp/got-esc &
+sleep 1
+airlock run --policy /policy.json --name vm-contain --audit-log /tmp/contain.jsonl -- \
+  sh -c 'probe fam; probe edns;
+         echo $$ > /sys/fs/cgroup/cgroup.procs; echo "esc-procs-rc=$?";
+         mkdir -p /tmp/cg2 && mount -t cgroup2 none /tmp/cg2; echo "esc-mount-rc=$?";
+         echo AIRLOCK-VM-ESC | nc -w 2 127.0.0.1 8083; echo "esc-rc=$?"' > /tmp/contain.out 2>/tmp/contain.err
+echo "VMTEST contain-exit $?"
+cat /tmp/contain.out /tmp/contain.err
+airlock run --policy /policy-kill.json --name vm-kill --audit-log /tmp/kill.jsonl -- \
+  sh -c 'echo AIRLOCK-VM-KILL | nc -w 2 127.0.0.1 8081; sleep 30; echo not-killed' > /tmp/kill.out 2>&1
+kill_rc=$?
+echo "VMTEST kill-exit $kill_rc"
 sleep 1
 ok=0
 grep -q AIRLOCK-VM-OK /tmp/got && grep -q '"hook":"connect4"' /tmp/audit.jsonl && grep -q '"port":8081' /tmp/audit.jsonl && ok=1
@@ -68,7 +89,25 @@ grep -q AIRLOCK-VM-DNS /tmp/got-dns && grep -q '"reason":"learned"' /tmp/audit.j
   grep -q '"qname":"denied.test".*"reason":"dns-name"\|"reason":"dns-name".*"qname":"denied.test"' /tmp/audit.jsonl || ok=0
 # No cgroup unix hooks before 6.7: airlock says so, as documented.
 grep -q "no cgroup unix-socket hooks" /tmp/run.err || { echo "VMTEST no unix-hooks warning"; ok=0; }
-cat /tmp/audit.jsonl
+# No bpf_send_signal from sock_addr programs before 6.16: said, and the freeze does it.
+grep -q "lacks bpf_send_signal in sock_addr programs" /tmp/run.err || { echo "VMTEST no send-signal notice"; ok=0; }
+# Families: vsock, packet and NETLINK_USERSOCK refused (EPERM) and recorded; rtnetlink and unix made.
+for want in "FAM 40 0 1" "FAM 17 0 1" "FAM 16 2 1" "FAM 16 0 ok" "FAM 1 0 ok"; do
+  grep -q "^$want\$" /tmp/contain.out || { echo "VMTEST family: want '$want'"; ok=0; }
+done
+for fam in vsock packet netlink; do
+  grep -q "\"socket_family\":\"$fam\"" /tmp/contain.jsonl || { echo "VMTEST family $fam not recorded"; ok=0; }
+done
+# EDNS: the unlisted option is dropped at egress, recorded, and never reaches the resolver; a COOKIE does.
+grep -q "^EDNS-BAD 1\$" /tmp/contain.out && grep -q "^EDNS-GOOD answered\$" /tmp/contain.out && \
+  grep -q '"reason":"dns-edns"' /tmp/contain.jsonl || { echo "VMTEST edns"; ok=0; }
+grep -aq allowed /tmp/dns.log && ! grep -aq EXFILTRATE-ME /tmp/dns.log || { echo "VMTEST edns option reached the resolver"; ok=0; }
+# uid 0 stays in its cgroup: the connect after the attempts is still denied, nothing arrives.
+grep -q "^esc-rc=1\$" /tmp/contain.out && grep -q '"port":8083' /tmp/contain.jsonl || { echo "VMTEST escape"; ok=0; }
+! grep -q AIRLOCK-VM-ESC /tmp/got-esc || { echo "VMTEST uid 0 got out"; ok=0; }
+# on_violation kill: the sandbox ends at its violation (exit status 120), the rest never runs.
+[ "$kill_rc" = 120 ] && ! grep -q not-killed /tmp/kill.out || { echo "VMTEST kill"; ok=0; }
+cat /tmp/audit.jsonl /tmp/contain.jsonl
 if [ $ok = 1 ]; then echo "VMTEST PASS"; else echo "VMTEST FAIL"; fi
 poweroff -f
 INIT

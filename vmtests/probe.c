@@ -1,0 +1,98 @@
+// What the vmtest's sandbox tries on Linux 6.1, where there is no python:
+//
+//   probe fam    sockets of vsock, packet, netlink (NETLINK_USERSOCK), then
+//                rtnetlink and unix: one line "FAM <af> <proto> ok|<errno>"
+//   probe edns   to 127.0.0.1:53, a query for allowed.test carrying an EDNS
+//                option the policy does not list (14 bytes of marker), then
+//                the same query with a COOKIE, as dig sends it:
+//                "EDNS-BAD sent|<errno>", "EDNS-GOOD answered|<errno>"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+static void fam(int af, int type, int proto)
+{
+	int s = socket(af, type, proto);
+	if (s >= 0) {
+		printf("FAM %d %d ok\n", af, proto);
+		close(s);
+	} else {
+		printf("FAM %d %d %d\n", af, proto, errno);
+	}
+}
+
+// A query for allowed.test A with one OPT record holding one option.
+static size_t query(unsigned char *m, unsigned id, unsigned code, const char *data, size_t len)
+{
+	static const unsigned char head[] = {0, 0, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1};
+	static const unsigned char q[] = "\7allowed\4test\0\0\1\0\1";
+	size_t n = 0;
+	memcpy(m, head, sizeof(head));
+	m[0] = id >> 8;
+	m[1] = id & 0xff;
+	n += sizeof(head);
+	memcpy(m + n, q, sizeof(q) - 1);
+	n += sizeof(q) - 1;
+	const unsigned char opt[] = {0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0, 0, (unsigned char)(4 + len)};
+	memcpy(m + n, opt, sizeof(opt));
+	n += sizeof(opt);
+	m[n++] = code >> 8;
+	m[n++] = code & 0xff;
+	m[n++] = 0;
+	m[n++] = (unsigned char)len;
+	memcpy(m + n, data, len);
+	return n + len;
+}
+
+static int edns(void)
+{
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct timeval tv = {.tv_sec = 3};
+	unsigned char m[512];
+	if (s < 0 || setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
+		return 1;
+	size_t n = query(m, 0x4242, 0xfde9, "EXFILTRATE-ME!", 14);
+	if (sendto(s, m, n, 0, (struct sockaddr *)&a, sizeof(a)) == (ssize_t)n)
+		printf("EDNS-BAD sent\n");
+	else
+		printf("EDNS-BAD %d\n", errno);
+	n = query(m, 0x4343, 10, "\1\2\3\4\5\6\7\10", 8);
+	if (sendto(s, m, n, 0, (struct sockaddr *)&a, sizeof(a)) != (ssize_t)n) {
+		printf("EDNS-GOOD %d\n", errno);
+		return 0;
+	}
+	// The answer to the second query: the responder has read the first.
+	for (;;) {
+		ssize_t r = recv(s, m, sizeof(m), 0);
+		if (r < 0) {
+			printf("EDNS-GOOD %d\n", errno);
+			return 0;
+		}
+		if (r >= 2 && m[0] == 0x43 && m[1] == 0x43) {
+			printf("EDNS-GOOD answered\n");
+			return 0;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "fam") == 0) {
+		fam(40, SOCK_STREAM, 0);   // AF_VSOCK
+		fam(17, SOCK_RAW, 0);      // AF_PACKET
+		fam(16, SOCK_RAW, 2);      // AF_NETLINK, NETLINK_USERSOCK
+		fam(16, SOCK_RAW, 0);      // AF_NETLINK, NETLINK_ROUTE
+		fam(1, SOCK_STREAM, 0);    // AF_UNIX
+		return 0;
+	}
+	if (argc == 2 && strcmp(argv[1], "edns") == 0)
+		return edns();
+	fprintf(stderr, "usage: probe fam|edns\n");
+	return 2;
+}
