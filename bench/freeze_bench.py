@@ -46,16 +46,24 @@ def frozen_latency(log, name, timeout=10.0):
     return None, "timeout"
 
 
-def child_of(pid, timeout=5.0):
+def command_of(pid, timeout=5.0):
+    """The sandboxed command: the runner's deepest descendant once it runs
+    bench/violate (between them: the launch's fork and airlock's init)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
+        p = pid
         try:
-            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-                kids = f.read().split()
-            if kids:
-                return int(kids[0])
-        except FileNotFoundError:
-            return None
+            while True:
+                with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                    kids = f.read().split()
+                if not kids:
+                    break
+                p = int(kids[0])
+            with open("/proc/%d/comm" % p) as f:
+                if p != pid and f.read().strip() == "violate":
+                    return p
+        except (FileNotFoundError, ProcessLookupError):
+            pass
         time.sleep(0.0005)
     return None
 
@@ -99,7 +107,7 @@ def main():
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             watch = None
             if stopping:
-                kid = child_of(runner.pid)
+                kid = command_of(runner.pid)
                 if kid:
                     watch = subprocess.Popen([os.path.join(a.work, "stopwatch"), str(kid), attempt, "5000"],
                                              stdout=subprocess.PIPE, text=True)
