@@ -4,7 +4,9 @@
 // without touching the processes or the cgroup. `airlock daemon` supervises
 // such sandboxes: their violations reach the audit log and freeze them.
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <fmt/format.h>
 
@@ -229,6 +231,65 @@ TEST_F(Attach, TheDaemonFreezesAnAttachedSandboxOnItsViolation)
 	EXPECT_EQ(d.status, 0) << d.describe();
 	EXPECT_FALSE(env().status_of(name));
 	EXPECT_TRUE(exists(cg + "/cgroup.procs"));
+	EXPECT_TRUE(daemon.running()) << daemon.describe();
+}
+
+// Clients of the control socket that connect and send nothing, or half a
+// request, cost the daemon a descriptor until their deadline: a violation in
+// a sandbox meanwhile is frozen at once, other requests are answered, and the
+// stalled connections are closed.
+TEST_F(Attach, AStalledControlClientNeverDelaysAFreeze)
+{
+	Proc& daemon = start_daemon();
+	std::string cg = make_cgroup("stall");
+	std::string name = "s" + env().id;
+	Result a = env().airlock({"attach", "--cgroup", cg, "--policy",
+				  env().write_policy("stall.json", base_policy("it-attach-stall", "freeze")), "--name", name,
+				  "--audit-log", env().audit_path()});
+	ASSERT_EQ(a.status, 0) << a.describe();
+	std::string sock = env().state_dir + "/control.sock";
+	std::vector<int> stalled;
+	for (int i = 0; i < 8; i++) {
+		int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un sa = {};
+		sa.sun_family = AF_UNIX;
+		std::snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock.c_str());
+		ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0) << errno_name(errno);
+		if (i % 2) {
+			ASSERT_EQ(::send(fd, "{\"cmd\":\"sta", 11, MSG_NOSIGNAL), 11);  // half a request
+		}
+		stalled.push_back(fd);
+	}
+	std::string bad = env().marker("stall");
+	Proc& client = env().start(inside(cg, Sequence({env().py("udp_send.py", {dest4(kDenied4, 9008), bad}),
+							env().py("wait_file.py", {env().path("go"), "20"})})),
+				   "client");
+	ASSERT_TRUE(wait_until([&] { return !events(env().audit(), "frozen").empty(); }, 10s))
+		<< daemon.describe() << dump_lines(env().audit());
+	json frozen = events(env().audit(), "frozen").front();
+	// Each stalled client may hold a request for 1 s: a loop that waited on
+	// them would freeze after 1 s at the least (8 s in all).
+	EXPECT_LT(frozen["latency_us"].get<int64_t>(), 1000000) << frozen.dump();
+	Result st = env().airlock({"status", "--json"});
+	EXPECT_EQ(st.status, 0) << st.describe();
+	EXPECT_TRUE(NothingArrived(env(), bad));
+	// The daemon closes every stalled connection (EOF) at its deadline.
+	for (int fd : stalled) {
+		struct timeval tv = {10, 0};
+		::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		char b[256];
+		ssize_t n = ::recv(fd, b, sizeof(b), 0);
+		EXPECT_EQ(n, 0) << "a stalled connection was not closed: " << (n < 0 ? errno_name(errno) : std::string(b, n));
+		::close(fd);
+	}
+	EXPECT_NE(daemon.err().find("did not send a whole request in time; closed"), std::string::npos)
+		<< daemon.describe();
+	write_file(env().path("go"), "");
+	Result k = env().airlock({"kill", name});
+	EXPECT_EQ(k.status, 0) << k.describe();
+	EXPECT_TRUE(client.wait(10s)) << client.describe();
+	Result d = env().airlock({"detach", name});
+	EXPECT_EQ(d.status, 0) << d.describe();
 	EXPECT_TRUE(daemon.running()) << daemon.describe();
 }
 

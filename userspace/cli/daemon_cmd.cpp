@@ -28,6 +28,7 @@
 #include "kernel/kernel.h"
 #include "metrics/metrics.h"
 #include "ops/config.h"
+#include "daemon/control_server.h"
 #include "ops/control.h"
 #include "ops/ops.h"
 #include "sandbox/cgroup.h"
@@ -69,6 +70,7 @@ struct Daemon {
 	std::map<uint64_t, std::string> ring_tags;
 	uint64_t next_tag = kFirstRingTag;
 	static constexpr uint64_t kFirstRingTag = 1000;
+	static constexpr uint64_t kFirstControlTag = 1ull << 48;  // ControlServer's connections
 
 	void forget(const std::string& name, Supervisor& sup)
 	{
@@ -344,58 +346,26 @@ struct Daemon {
 			   subs.end());
 	}
 
-	// One request per connection, one JSON line: {"cmd": ..., ...}. Root
-	// only, and never from inside a sandbox.
-	void serve(int listen_fd)
+	// The control socket's checks before a byte is read: root only, and
+	// never from inside a sandbox. "" serves the request.
+	std::string refuse(const struct ucred& cr) const
 	{
-		Fd c(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
-		if (!c.valid()) {
-			if (errno == EMFILE || errno == ENFILE) {
-				spdlog::error("control socket: accept: {}", std::strerror(errno));
-				prune_subscribers();
-			}
-			return;
-		}
-		struct timeval tv = {5, 0};
-		::setsockopt(c.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		auto reply = [&](const nlohmann::json& j) {
-			std::string t = j.dump() + "\n";
-			for (size_t off = 0; off < t.size();) {
-				ssize_t n = ::send(c.get(), t.data() + off, t.size() - off, MSG_NOSIGNAL);
-				if (n <= 0)
-					break;
-				off += static_cast<size_t>(n);
-			}
-		};
-		struct ucred cr {};
-		socklen_t len = sizeof(cr);
-		if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || cr.uid != 0) {
+		if (cr.uid != 0) {
 			spdlog::warn("control socket: refused uid {} (pid {})", cr.uid, cr.pid);
-			reply({{"error", "the control socket is root's"}});
-			return;
+			return nlohmann::json({{"error", "the control socket is root's"}}).dump() + "\n";
 		}
 		if (std::string inside = sandbox_of_pid(cr.pid); !inside.empty()) {
 			spdlog::warn("control socket: refused pid {}, which is inside sandbox {}", cr.pid, inside);
-			reply({{"error", "requests from inside a sandbox are refused"}});
-			return;
+			return nlohmann::json({{"error", "requests from inside a sandbox are refused"}}).dump() + "\n";
 		}
-		// One second for the whole request, however it trickles in.
-		uint64_t deadline = monotonic_ns() + 1000000000ull;
-		std::string req;
-		char buf[512];
-		while (req.find('\n') == std::string::npos && req.size() < 65536) {
-			uint64_t now = monotonic_ns();
-			if (now >= deadline)
-				break;
-			uint64_t left_us = (deadline - now) / 1000;
-			tv = {static_cast<time_t>(left_us / 1000000), static_cast<suseconds_t>(left_us % 1000000 + 1)};
-			::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-			ssize_t n = ::recv(c.get(), buf, sizeof(buf), 0);
-			if (n <= 0)
-				break;
-			req.append(buf, static_cast<size_t>(n));
-		}
-		auto j = nlohmann::json::parse(req.substr(0, req.find('\n')), nullptr, false);
+		return "";
+	}
+
+	// One request per connection, one JSON line: {"cmd": ..., ...}.
+	ControlServer::Answer serve(const std::string& line, const struct ucred& cr)
+	{
+		auto j = nlohmann::json::parse(line, nullptr, false);
+		auto text = [](const nlohmann::json& r) { return r.dump() + "\n"; };
 		try {
 			if (!j.is_object() || !j.contains("cmd") || !j["cmd"].is_string())
 				fail("a request is one JSON object on one line, with a string \"cmd\"");
@@ -410,24 +380,26 @@ struct Daemon {
 					prune_subscribers();
 				if (follow && subs.size() >= kMaxSubscribers)
 					fail("{} followers already; no more", kMaxSubscribers);
-				for (const auto& [sb, line] : recent)
+				ControlServer::Answer a;
+				for (const auto& [sb, l] : recent)
 					if (sandbox.empty() || sb == sandbox)
-						::send(c.get(), line.data(), line.size(), MSG_NOSIGNAL);
+						a.text += l;
 				if (follow)
-					subs.push_back({std::move(c), sandbox});
-				return;
+					a.then = [this, sandbox](Fd fd) { subs.push_back({std::move(fd), sandbox}); };
+				return a;
 			}
 			// A runner's pending events belong to the policy they were decided under.
 			if (cmd == "reload")
 				if (auto it = sups.find(j.value("name", "")); it != sups.end())
 					it->second->poll();
-			reply(handle(cmd, j));
+			auto r = handle(cmd, j);
 			if (cmd != "ping" && cmd != "status")
 				spdlog::info("control: {} {} by pid {}", cmd, j.value("name", ""), cr.pid);
+			return {text(r), nullptr};
 		} catch (const PolicyRejected& e) {
-			reply({{"error", e.what()}, {"errors", e.lines()}});
+			return {text({{"error", e.what()}, {"errors", e.lines()}}), nullptr};
 		} catch (const std::exception& e) {
-			reply({{"error", e.what()}});
+			return {text({{"error", e.what()}}), nullptr};
 		}
 	}
 
@@ -609,6 +581,11 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 	lev.data.u64 = 3;
 	if (::epoll_ctl(d.ep.get(), EPOLL_CTL_ADD, listener.get(), &lev) != 0)
 		fail_errno("epoll");
+	// Its connections never block the loop: a client that stalls costs a
+	// descriptor until its deadline, not another sandbox's freeze.
+	ControlServer control(
+		d.ep.get(), listener.get(), Daemon::kFirstControlTag, [&](const struct ucred& cr) { return d.refuse(cr); },
+		[&](const std::string& line, const struct ucred& cr) { return d.serve(line, cr); });
 	spdlog::info("airlock daemon: watching {} (pins {}), control socket {}", paths.state_dir, paths.bpf_dir,
 		     sock_path);
 	if (!d.policy_dir.empty()) {
@@ -631,7 +608,7 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 		if (n < 0 && errno != EINTR)
 			fail_errno("epoll_wait");
 		for (int i = 0; i < n; i++)
-			if (evs[i].data.u64 >= Daemon::kFirstRingTag)
+			if (evs[i].data.u64 >= Daemon::kFirstRingTag && !control.owns(evs[i].data.u64))
 				d.ring_ready(evs[i].data.u64);
 		// Every sandbox at least every 200 ms: a latch set while its ring
 		// was full, a thaw, learned addresses to sweep.
@@ -639,6 +616,7 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 			for (auto& [name, sup] : d.sups)
 				sup->poll();
 			d.prune_subscribers();
+			control.expire(now);
 			last_poll_all = now;
 		}
 		for (int i = 0; i < n; i++) {
@@ -651,8 +629,12 @@ int cmd_daemon(const Paths& paths, const DaemonOptions& o)
 					sup->poll();
 				continue;
 			}
+			if (control.owns(evs[i].data.u64)) {
+				control.ready(evs[i].data.u64, evs[i].events);
+				continue;
+			}
 			if (evs[i].data.u64 == 3) {
-				d.serve(listener.get());
+				control.accept_all();
 				continue;
 			}
 			if (evs[i].data.u64 == 4) {

@@ -1,0 +1,182 @@
+#include "daemon/control_server.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+namespace airlock {
+
+namespace {
+
+uint64_t now_ns()
+{
+	struct timespec ts;
+	::clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+bool again(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
+
+}  // namespace
+
+ControlServer::ControlServer(int epoll_fd, int listener, uint64_t tag_base, Refuse refuse, Handle handle)
+    : ep_(epoll_fd), listener_(listener), tag_base_(tag_base), refuse_(std::move(refuse)), handle_(std::move(handle))
+{
+}
+
+ControlServer::~ControlServer()
+{
+	while (!conns_.empty())
+		close(conns_.begin());
+}
+
+void ControlServer::close(std::map<uint64_t, Conn>::iterator it)
+{
+	::epoll_ctl(ep_, EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
+	conns_.erase(it);
+}
+
+void ControlServer::accept_all()
+{
+	for (;;) {
+		Fd c(::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+		if (!c.valid()) {
+			if (!again(errno) && errno != ECONNABORTED)
+				spdlog::error("control socket: accept: {}", std::strerror(errno));
+			return;
+		}
+		if (conns_.size() >= kMaxConnections) {
+			// The oldest request still unfinished makes room: a flood of
+			// silent clients can only push out its own.
+			auto oldest = conns_.begin();
+			for (auto it = conns_.begin(); it != conns_.end(); ++it)
+				if (it->second.deadline < oldest->second.deadline)
+					oldest = it;
+			spdlog::warn("control socket: {} connections open; closing the oldest (pid {})", kMaxConnections,
+				     oldest->second.cr.pid);
+			close(oldest);
+		}
+		Conn conn;
+		socklen_t len = sizeof(conn.cr);
+		if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &conn.cr, &len) != 0)
+			conn.cr.uid = static_cast<uid_t>(-1);
+		conn.fd = std::move(c);
+		conn.deadline = now_ns() + kRequestNs;
+		uint64_t tag = tag_base_ + (next_++ % kTagSpan);
+		struct epoll_event ev = {};
+		ev.events = EPOLLIN | EPOLLRDHUP;
+		ev.data.u64 = tag;
+		if (::epoll_ctl(ep_, EPOLL_CTL_ADD, conn.fd.get(), &ev) != 0) {
+			spdlog::error("control socket: epoll: {}", std::strerror(errno));
+			continue;
+		}
+		auto it = conns_.emplace(tag, std::move(conn)).first;
+		if (std::string no = refuse_(it->second.cr); !no.empty())
+			answer(it, {no, nullptr});
+	}
+}
+
+void ControlServer::answer(std::map<uint64_t, Conn>::iterator it, Answer a)
+{
+	Conn& c = it->second;
+	c.answering = true;
+	c.then = std::move(a.then);
+	c.out = std::move(a.text);
+	c.sent = 0;
+	c.deadline = now_ns() + kAnswerNs;
+	if (!flush(it))
+		return;
+	struct epoll_event ev = {};
+	ev.events = EPOLLOUT;
+	ev.data.u64 = it->first;
+	if (::epoll_ctl(ep_, EPOLL_CTL_MOD, c.fd.get(), &ev) != 0)
+		close(it);
+}
+
+bool ControlServer::flush(std::map<uint64_t, Conn>::iterator it)
+{
+	Conn& c = it->second;
+	while (c.sent < c.out.size()) {
+		ssize_t n = ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && again(errno))
+			return true;
+		if (n <= 0) {
+			close(it);
+			return false;
+		}
+		c.sent += static_cast<size_t>(n);
+	}
+	if (c.then) {
+		Fd fd = std::move(c.fd);
+		auto then = std::move(c.then);
+		::epoll_ctl(ep_, EPOLL_CTL_DEL, fd.get(), nullptr);
+		conns_.erase(it);
+		then(std::move(fd));
+	} else {
+		close(it);
+	}
+	return false;
+}
+
+void ControlServer::ready(uint64_t tag, uint32_t events)
+{
+	auto it = conns_.find(tag);
+	if (it == conns_.end())
+		return;
+	Conn& c = it->second;
+	if (c.answering) {
+		if (events & (EPOLLERR | EPOLLHUP))
+			close(it);
+		else
+			flush(it);
+		return;
+	}
+	char buf[4096];
+	for (;;) {
+		ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0 && again(errno))
+			break;
+		if (n <= 0) {
+			// The peer gave up (or half-closed without a whole line).
+			size_t nl = c.in.find('\n');
+			if (nl == std::string::npos) {
+				close(it);
+				return;
+			}
+			break;
+		}
+		c.in.append(buf, static_cast<size_t>(n));
+		if (c.in.find('\n') != std::string::npos || c.in.size() >= kMaxRequest)
+			break;
+	}
+	size_t nl = c.in.find('\n');
+	if (nl == std::string::npos && c.in.size() < kMaxRequest)
+		return;  // more to come, until the deadline
+	std::string line = c.in.substr(0, nl == std::string::npos ? kMaxRequest : nl);
+	answer(it, handle_(line, c.cr));
+}
+
+size_t ControlServer::expire(uint64_t now)
+{
+	size_t n = 0;
+	for (auto it = conns_.begin(); it != conns_.end();) {
+		if (it->second.deadline > now) {
+			++it;
+			continue;
+		}
+		spdlog::warn("control socket: pid {} {} in time; closed", it->second.cr.pid,
+			     it->second.answering ? "did not read its answer" : "did not send a whole request");
+		auto next = std::next(it);
+		close(it);
+		it = next;
+		n++;
+	}
+	return n;
+}
+
+}  // namespace airlock

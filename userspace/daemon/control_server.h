@@ -1,0 +1,76 @@
+#pragma once
+// The daemon's control socket, served without ever blocking its loop: every
+// connection is non-blocking and registered in the daemon's epoll; a request
+// is read as it arrives, answered from a buffer written as the peer reads
+// it, and a connection that has not finished by its deadline is closed. A
+// client that connects and sends nothing, sends half a line, or never reads
+// its answer costs one descriptor until its deadline, never a wait: the
+// freeze of another sandbox is not delayed by it.
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "util/fd.h"
+
+namespace airlock {
+
+class ControlServer {
+public:
+	// What a request leads to: an answer (JSON lines, newline-terminated)
+	// and, for `events --follow`, what takes the connection over once the
+	// answer is written.
+	struct Answer {
+		std::string text;
+		std::function<void(Fd)> then;
+	};
+	// The peer's credentials are checked before a byte is read: refuse()
+	// returns the line to send instead of serving it ("" serves it).
+	using Refuse = std::function<std::string(const struct ucred&)>;
+	using Handle = std::function<Answer(const std::string& line, const struct ucred&)>;
+
+	static constexpr uint64_t kRequestNs = 1000000000ull;  // to send the whole request
+	static constexpr uint64_t kAnswerNs = 5000000000ull;   // to read the whole answer
+	static constexpr size_t kMaxRequest = 65536;
+	static constexpr size_t kMaxConnections = 64;
+
+	// listener: non-blocking, listening. Connection tags are tag_base + n.
+	ControlServer(int epoll_fd, int listener, uint64_t tag_base, Refuse refuse, Handle handle);
+	~ControlServer();
+
+	bool owns(uint64_t tag) const { return tag >= tag_base_ && tag < tag_base_ + kTagSpan; }
+	// The listener is readable: accept every pending connection.
+	void accept_all();
+	// A connection is ready (EPOLLIN, EPOLLOUT, hangup).
+	void ready(uint64_t tag, uint32_t events);
+	// Closes what is past its deadline; returns how many.
+	size_t expire(uint64_t now_ns);
+	size_t connections() const { return conns_.size(); }
+
+	static constexpr uint64_t kTagSpan = 1ull << 40;
+
+private:
+	struct Conn {
+		Fd fd;
+		struct ucred cr {};
+		std::string in, out;
+		size_t sent = 0;
+		bool answering = false;
+		std::function<void(Fd)> then;
+		uint64_t deadline = 0;
+	};
+	void close(std::map<uint64_t, Conn>::iterator it);
+	void answer(std::map<uint64_t, Conn>::iterator it, Answer a);
+	// Writes what it can; false when the connection is done with (closed or adopted).
+	bool flush(std::map<uint64_t, Conn>::iterator it);
+
+	int ep_, listener_;
+	uint64_t tag_base_, next_ = 0;
+	Refuse refuse_;
+	Handle handle_;
+	std::map<uint64_t, Conn> conns_;
+};
+
+}  // namespace airlock
