@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <map>
 
 #include "fixture.h"
 
@@ -465,6 +466,32 @@ TEST_F(Enforce, MoreSpecificDenyRuleWins)
 	expect_denied(rr, d, Violation("connect4", "rule-deny", kDenied4, 9039));
 	for (const auto& j : decisions(env().audit(), Violation("connect4", "rule-deny", kDenied4, 9039)))
 		EXPECT_EQ(j.value("rule", json()), json(1)) << j.dump();
+}
+
+// A port range holds both its ends and nothing past them, over TCP and UDP;
+// a single port is a range of one.
+TEST_F(Enforce, PortRangesIncludeBothEndsAndNothingPast)
+{
+	json p = {{"version", 1},
+		  {"name", "it-ports"},
+		  {"rules", json::array({json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", {"9010-9012", 9020}}}})}};
+	std::string pf = env().write_policy("ports.json", p);
+	for (const std::string proto : {"tcp", "udp"}) {
+		SCOPED_TRACE(proto);
+		std::vector<std::string> args;
+		std::map<int, std::string> marker;
+		for (int port : {9009, 9010, 9012, 9013, 9019, 9020, 9021}) {
+			marker[port] = env().marker(proto + "-" + std::to_string(port));
+			args.push_back(dest4(kAllowed4, port));
+			args.push_back(marker[port]);
+		}
+		rr_name_ = sandbox("ports-" + proto);
+		auto rr = sandboxed(rr_name_, env().py(proto + "_send.py", args), Opts().with(pf));
+		for (int port : {9010, 9012, 9020})
+			expect_allowed(rr, marker[port], kAllowed4, port);
+		for (int port : {9009, 9013, 9019, 9021})
+			expect_denied(rr, marker[port], Violation(proto == "tcp" ? "connect4" : "sendmsg4", "no-rule", kAllowed4, port));
+	}
 }
 
 TEST_F(Enforce, SetnsIntoAnotherNamespaceStaysEnforced)
