@@ -170,6 +170,34 @@ TEST(DnsCompile, LessSpecificWildcardsFoldIntoMoreSpecificEntries)
 	EXPECT_EQ(kernel_name_lookup(c, "ads.example.com")->ranges[0].rule, 0);
 }
 
+// Two rules of the same name and kind (exact or the same wildcard) that
+// disagree: deny wins, whichever the policy lists first; written out here,
+// not through the comparison the compiler and the reference share.
+TEST(DnsCompile, EqualRankRulesWithOppositeActionsDenyWins)
+{
+	for (const char* domain : {"x.example.com", "*.example.com"}) {
+		for (bool deny_first : {false, true}) {
+			SCOPED_TRACE(std::string(domain) + (deny_first ? ", deny first" : ", allow first"));
+			std::string allow = std::string(R"({"action": "allow", "domain": ")") + domain + R"(", "ports": [443]})";
+			std::string deny = std::string(R"({"action": "deny", "domain": ")") + domain + R"(", "ports": [443]})";
+			Policy p = parse(doc(deny_first ? deny + "," + allow : allow + "," + deny));
+			CompiledPolicy c = compile_ok(p);
+			const al_rule_set* rs = kernel_name_lookup(c, "x.example.com");
+			ASSERT_NE(rs, nullptr);
+			ASSERT_GE(rs->count, 1u);
+			EXPECT_EQ(rs->ranges[0].action, AL_ACTION_DENY);
+			EXPECT_EQ(rs->ranges[0].rule, deny_first ? 0 : 1);
+			EXPECT_EQ(rs->ranges[0].port_lo, 443);
+			EXPECT_EQ(rs->ranges[0].port_hi, 443);
+			EXPECT_EQ(rs->count, 1u) << "the allow is shadowed by the deny";
+			EXPECT_FALSE(rs->flags & AL_RS_QUERY) << "only a deny covers the name: it is never queried";
+			KernelDecision d = reference_name_decision(p, "x.example.com", 443, AL_PROTO_TCP);
+			EXPECT_FALSE(d.allowed);
+			EXPECT_EQ(d.rule, deny_first ? 0 : 1);
+		}
+	}
+}
+
 TEST(DnsCompile, DnsBlock)
 {
 	Policy p = parse(doc("", R"({"resolvers": ["10.0.0.2", "fd00::53", "::ffff:10.0.0.3"], "types": ["a", "TXT"],
