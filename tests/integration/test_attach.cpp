@@ -293,6 +293,54 @@ TEST_F(Attach, AStalledControlClientNeverDelaysAFreeze)
 	EXPECT_TRUE(daemon.running()) << daemon.describe();
 }
 
+// Programs attached to a cgroup whose sandbox entry is gone (removed from
+// the map behind airlock's back) fail closed: no socket of the cgroup is
+// created, nothing leaves, and the denials are counted as unattributed.
+TEST_F(Attach, ACgroupWithProgramsButNoSandboxEntryIsDenied)
+{
+	std::string cg = make_cgroup("noentry");
+	std::string name = "n" + env().id;
+	Result a = env().airlock({"attach", "--cgroup", cg, "--policy",
+				  env().write_policy("ne.json", base_policy("it-attach-noentry")), "--name", name,
+				  "--audit-log", env().audit_path()});
+	ASSERT_EQ(a.status, 0) << a.describe();
+	std::string ok = env().marker("ne-ok"), lost = env().marker("ne-lost");
+	Result before = run(inside(cg, env().py("udp_send.py", {dest4(kAllowed4, 9012), ok})), 10s);
+	EXPECT_EQ(before.status, 0) << before.describe();
+	EXPECT_TRUE(ArrivedIntact(env(), ok));
+
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	uint64_t id = (*st)["cgroup_id"].get<uint64_t>();
+	std::vector<std::string> del = {"bpftool", "map", "delete", "pinned", env().bpf_dir + "/maps/al_sandboxes", "key"};
+	for (int i = 0; i < 8; i++)
+		del.push_back(std::to_string((id >> (8 * i)) & 0xff));
+	auto unattributed = [&](const char* hook) {
+		Result r = env().airlock({"status", "--json"});
+		json j = json::parse(r.out, nullptr, false);
+		return j.is_object() ? j["unattributed"]["decisions"][hook]["deny"].get<uint64_t>() : ~0ull;
+	};
+	uint64_t denied0 = unattributed("sock_create");
+	Result d = run(del, 10s);
+	ASSERT_EQ(d.status, 0) << d.describe();
+
+	// The allowed destination, over UDP: the socket itself is refused.
+	Result after = run(inside(cg, env().py("udp_send.py", {dest4(kAllowed4, 9012), lost})), 10s);
+	EXPECT_EQ(after.status, 0) << after.describe();
+	json r;
+	for (const auto& line : json_objects_in(after.out))
+		if (line.contains("results"))
+			for (const auto& x : line["results"])
+				if (x.value("marker", "") == lost)
+					r = x;
+	EXPECT_FALSE(Ok(r)) << after.describe();
+	EXPECT_EQ(Errno(r), "EPERM") << after.describe();
+	EXPECT_TRUE(NothingArrived(env(), lost));
+	EXPECT_EQ(unattributed("sock_create"), denied0 + 1);
+	Result det = env().airlock({"detach", name});
+	EXPECT_EQ(det.status, 0) << det.describe();
+}
+
 TEST_F(Attach, DaemonKilledAndRestartedUnderTrafficLeaksNothing)
 {
 	Proc& first = start_daemon();
