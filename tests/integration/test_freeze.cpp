@@ -237,6 +237,53 @@ TEST_F(Freeze, LatchDeniesEveryLaterSendOfTheSameSyscall)
 		<< dump_lines(env().audit());
 }
 
+// With nobody to freeze it (its agent killed), a latched sandbox keeps
+// running, and the kernel alone must hold: packets of a TCP connection and a
+// connected UDP socket opened before the violation are dropped at egress, and
+// no new socket is made (sock_create).
+TEST_F(Freeze, TheLatchAloneStopsFlowsOpenedBeforeAndNewSockets)
+{
+	std::string name = "l" + env().id;
+	std::string policy = env().write_policy("latch.json", base_policy("it-latch", "freeze"));
+	std::string prefix = env().marker("lp");
+	RunSpec s;
+	s.policy = policy;
+	s.name = name;
+	s.cmd = env().py("latch_probe.py", {dest4(kAllowed4, 9003), dest4(kAllowed4, 9004), dest4(kDenied4, 9005),
+					    dir(), prefix});
+	Proc& runner = env().start_run(s);
+	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/ready") || !runner.running(); }, 10s)) << runner.describe();
+	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-TCP", 1, 5s)) << "the TCP flow never carried its first bytes";
+	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-UDP", 1, 5s)) << "the UDP flow never carried its first bytes";
+	// No agent from here on: nothing will freeze the sandbox.
+	runner.signal(SIGKILL);
+	ASSERT_TRUE(runner.reap_now(5s));
+	write_file(dir() + "/go", "");
+	ASSERT_TRUE(wait_until(
+		[&] {
+			auto st = env().status_of(name);
+			return st && st->value("latched", false);
+		},
+		5s))
+		<< "the violation did not set the latch";
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_NE(st->value("state", ""), "frozen") << "something froze the sandbox: " << st->dump();
+	write_file(dir() + "/latched", "");
+	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/result.json"); }, 10s)) << "the probe never reported";
+	json r = json::parse(read_file(dir() + "/result.json"));
+	EXPECT_EQ(Errno(r["new_socket"]), "EPERM") << r.dump();
+	EXPECT_EQ(Errno(r["post_udp"]), "EPERM") << r.dump();
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-UDP"));
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-TCP"));
+	auto after = env().status_of(name);
+	ASSERT_TRUE(after);
+	const json& reasons = (*after)["counters"]["reasons"];
+	EXPECT_GE(reasons.value("quarantined", 0), 3) << "the new socket and both sends are latch denials: " << after->dump();
+	Result k = env().airlock({"kill", name});
+	EXPECT_EQ(k.status, 0) << k.describe();
+}
+
 TEST_F(Freeze, KillOnViolationEndsTheSandboxWith120)
 {
 	std::string name = "k" + env().id;
