@@ -2,23 +2,17 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
 
+#include "util/clock.h"
+
 namespace airlock {
 
 namespace {
-
-uint64_t now_ns()
-{
-	struct timespec ts;
-	::clock_gettime(CLOCK_MONOTONIC, &ts);
-	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 bool again(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
 
@@ -66,7 +60,7 @@ void ControlServer::accept_all()
 		if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &conn.cr, &len) != 0)
 			conn.cr.uid = static_cast<uid_t>(-1);
 		conn.fd = std::move(c);
-		conn.deadline = now_ns() + kRequestNs;
+		conn.deadline = monotonic_ns() + kRequestNs;
 		uint64_t tag = tag_base_ + (next_++ % kTagSpan);
 		struct epoll_event ev = {};
 		ev.events = EPOLLIN | EPOLLRDHUP;
@@ -88,7 +82,7 @@ void ControlServer::answer(std::map<uint64_t, Conn>::iterator it, Answer a)
 	c.then = std::move(a.then);
 	c.out = std::move(a.text);
 	c.sent = 0;
-	c.deadline = now_ns() + kAnswerNs;
+	c.deadline = monotonic_ns() + kAnswerNs;
 	if (!flush(it))
 		return;
 	struct epoll_event ev = {};

@@ -26,13 +26,6 @@ constexpr uint64_t kLearnedLingerNs = 600ull * 1000000000ull;
 
 }  // namespace
 
-uint64_t monotonic_ns()
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
-
 Supervisor::Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec, Policy policy)
     : k_(k), paths_(paths), rec_(std::move(rec)), policy_(std::move(policy))
 {

@@ -14,11 +14,10 @@
 #include "kernel/kernel.h"
 #include "policy/policy.h"
 #include "sandbox/state.h"
+#include "util/clock.h"
 #include "util/fd.h"
 
 namespace airlock {
-
-uint64_t monotonic_ns();
 
 class Supervisor {
 public:
