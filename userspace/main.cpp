@@ -83,7 +83,7 @@ int main(int argc, char** argv)
 	suggest->add_option("--sandbox", suggest_opts.sandbox, "Only this sandbox's lines");
 	suggest->add_option("--name", suggest_opts.name, "Name of the suggested policy")->capture_default_str();
 
-	RunOptions run_opts;
+	ops::RunOptions run_opts;
 	auto* run = app.add_subcommand("run", "Run a command in a new sandbox under a policy");
 	run->add_option("--policy,-p", run_opts.policy_file, "Policy file")->required();
 	run->add_option("--name,-n", run_opts.name, "Sandbox name (default POLICY-PID)");
@@ -143,7 +143,7 @@ int main(int argc, char** argv)
 	add_audit_bound(create, create_opts.audit_bound);
 	auto* delete_ = sandbox->add_subcommand("delete", "Kill a sandbox's processes and remove it");
 	delete_->add_option("name", name, "Sandbox")->required();
-	RunOptions exec_opts;
+	ops::RunOptions exec_opts;
 	std::string exec_name;
 	auto* exec = app.add_subcommand("exec", "Run a command inside a sandbox the daemon supervises");
 	exec->add_option("name", exec_name, "Sandbox")->required();
@@ -203,7 +203,7 @@ int main(int argc, char** argv)
 		if (suggest->parsed())
 			return cmd_policy_suggest(suggest_log, suggest_opts);
 		if (is_run)
-			return cmd_run(paths, run_opts);
+			return ops::run(paths, run_opts);
 		if (status->parsed())
 			return cmd_status(paths, status_json);
 		if (thaw->parsed())
@@ -224,9 +224,9 @@ int main(int argc, char** argv)
 		if (delete_->parsed())
 			return cmd_sandbox_delete(paths, name);
 		if (exec->parsed())
-			return cmd_exec(paths, exec_name, exec_opts);
+			return ops::exec(paths, exec_name, exec_opts);
 		if (daemon->parsed())
-			return cmd_daemon(paths, daemon_opts);
+			return run_daemon(paths, daemon_opts);
 		if (eventsc->parsed())
 			return cmd_events(paths, events_sandbox, events_follow);
 	} catch (const std::exception& e) {

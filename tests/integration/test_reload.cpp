@@ -58,8 +58,8 @@ TEST_F(Reload, FiftySwapsUnderLoadNeverOpenAWindow)
 	s.name = name;
 	s.cmd = env().py("loop.py", {"--proto", "tcp", "--allowed", dest4(kAllowed4, 9000), "--denied",
 				     dest4(kDenied4, 9001), "--denied-every", "5", "--prefix", prefix, "--progress",
-				     env().path("loop.json"), "--stop", env().path("stop"), "--max", "2000", "--seconds",
-				     "20"});
+				     env().path("loop.json"), "--stop", env().path("stop"), "--max", "100000", "--seconds",
+				     "60"});
 	Proc& runner = env().start_run(s);
 	ASSERT_TRUE(wait_until([&] { return iterations() >= 20 || !runner.running(); }, 10s)) << runner.describe();
 	ASSERT_TRUE(runner.running()) << runner.describe();
@@ -89,6 +89,8 @@ TEST_F(Reload, FiftySwapsUnderLoadNeverOpenAWindow)
 		}
 	}
 	ASSERT_TRUE(out.is_object() && out.contains("allowed")) << runner.describe();
+	// The traffic ran until every swap was done.
+	EXPECT_EQ(out.value("stopped_by", ""), "stop") << out.dump();
 	// The swaps overlapped real traffic.
 	EXPECT_GE(during, 50) << "too few connects while the 50 reloads ran: the test proved little";
 	EXPECT_EQ(out["allowed"].value("fail", -1), 0) << "allowed connects failed during reloads: " << out.dump();

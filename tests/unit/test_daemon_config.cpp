@@ -14,7 +14,6 @@ namespace {
 
 using airlock::DaemonConfig;
 using airlock::load_daemon_config;
-using airlock::PolicyRejected;
 
 std::string write_temp(const std::string& text)
 {
@@ -32,19 +31,14 @@ std::vector<std::string> errors_of(const std::string& text, std::string* file = 
 	std::string path = write_temp(text);
 	if (file)
 		*file = path;
-	std::vector<std::string> lines;
-	try {
-		load_daemon_config(path);
-	} catch (const PolicyRejected& e) {
-		lines = e.lines();
-	}
+	auto c = load_daemon_config(path);
 	std::remove(path.c_str());
-	return lines;
+	return c ? std::vector<std::string>{} : c.rejection().lines;
 }
 
 TEST(DaemonConfig, TheShippedExampleParses)
 {
-	DaemonConfig c = load_daemon_config(AIRLOCK_SOURCE_DIR "/deploy/airlock/airlock.json");
+	DaemonConfig c = *load_daemon_config(AIRLOCK_SOURCE_DIR "/deploy/airlock/airlock.json");
 	EXPECT_EQ(c.metrics, "127.0.0.1:9464");
 	EXPECT_EQ(c.policy_dir, "/etc/airlock/policies");
 	EXPECT_EQ(c.audit_log, "/var/log/airlock/audit.jsonl");
@@ -101,11 +95,11 @@ TEST(DaemonConfig, EveryMistakeIsOneLineWithItsPath)
 TEST(DaemonConfig, TheAuditLogBoundIsReadAndChecked)
 {
 	std::string path = write_temp(R"({"audit_log_max_bytes": 1048576, "audit_log_keep": 2})");
-	DaemonConfig c = load_daemon_config(path);
+	DaemonConfig c = *load_daemon_config(path);
 	std::remove(path.c_str());
 	EXPECT_EQ(c.audit_bound.max(), 1048576u);
 	EXPECT_EQ(c.audit_bound.kept(), 2u);
-	EXPECT_EQ(load_daemon_config(AIRLOCK_SOURCE_DIR "/deploy/airlock/airlock.json").audit_bound.max_bytes,
+	EXPECT_EQ(load_daemon_config(AIRLOCK_SOURCE_DIR "/deploy/airlock/airlock.json")->audit_bound.max_bytes,
 		  std::nullopt);
 	std::string f;
 	auto lines = errors_of(R"({"audit_log_max_bytes": 100, "audit_log_keep": -1})", &f);
@@ -134,12 +128,9 @@ TEST(DaemonConfig, InvalidJsonNamesLineAndColumn)
 
 TEST(DaemonConfig, AnUnreadableFileIsOneLine)
 {
-	std::vector<std::string> lines;
-	try {
-		load_daemon_config("/nonexistent/airlock.json");
-	} catch (const PolicyRejected& e) {
-		lines = e.lines();
-	}
+	auto c = load_daemon_config("/nonexistent/airlock.json");
+	ASSERT_FALSE(c.ok());
+	const auto& lines = c.rejection().lines;
 	ASSERT_EQ(lines.size(), 1u);
 	EXPECT_EQ(lines[0], "/nonexistent/airlock.json: (root): cannot read");
 }

@@ -5,32 +5,12 @@
 
 #include "events/audit_bound.h"
 #include "policy/suggest.h"
+#include "daemon/daemon.h"
+#include "ops/run.h"
 #include "sandbox/state.h"
+#include "util/exit_code.h"
 
 namespace airlock {
-
-// Exit statuses of airlock itself (`airlock run` passes CMD's through).
-enum ExitCode {
-	kExitOk = 0,
-	kExitFailure = 1,            // a command other than run failed
-	kExitKilledOnViolation = 120,
-	kExitKilledByOperator = 121,
-	kExitAirlockError = 125,
-	kExitCannotExecute = 126,
-	kExitNotFound = 127,
-};
-
-struct RunOptions {
-	std::string policy_file;
-	std::string name;
-	std::string audit_log;
-	AuditBound audit_bound;
-	bool log_allowed = false;
-	bool keep_caps = false;
-	bool standalone = false;  // supervise here even when a daemon runs
-	std::string user;  // USER[:GROUP] or UID[:GID] to run the command as
-	std::vector<std::string> command;
-};
 
 struct SandboxCreateOptions {
 	std::string name;
@@ -53,7 +33,6 @@ struct AttachOptions {
 int cmd_policy_check(const std::vector<std::string>& files);
 int cmd_policy_show(const std::string& file);
 int cmd_policy_suggest(const std::string& audit_log, const SuggestOptions& o);
-int cmd_run(const Paths&, const RunOptions&);
 int cmd_status(const Paths&, bool json);
 int cmd_thaw(const Paths&, const std::string& name);
 int cmd_kill(const Paths&, const std::string& name);
@@ -62,16 +41,6 @@ int cmd_attach(const Paths&, const AttachOptions&);
 int cmd_detach(const Paths&, const std::string& name);
 int cmd_sandbox_create(const Paths&, const SandboxCreateOptions&);
 int cmd_sandbox_delete(const Paths&, const std::string& name);
-// Runs a command inside a sandbox the daemon supervises (`sandbox create`).
-int cmd_exec(const Paths&, const std::string& name, const RunOptions&);
-struct DaemonOptions {
-	std::string config;      // JSON file: the options below and declared sandboxes
-	std::string metrics;     // ADDR:PORT, "off": none; default 127.0.0.1:9464
-	std::string policy_dir;  // policies by name; watched
-	std::string audit_log;   // default for sandboxes made through the daemon
-	AuditBound audit_bound;  // likewise
-};
-int cmd_daemon(const Paths&, const DaemonOptions&);
 // The audit lines of the sandboxes the daemon supervises: the last ones it
 // saw, then (follow) every new one until interrupted.
 int cmd_events(const Paths&, const std::string& sandbox, bool follow);

@@ -25,19 +25,24 @@ using nlohmann::json;
 
 namespace {
 
-// Asks the daemon, or does it here; prints the line either gives.
-int via_daemon(const Paths& paths, const json& request, const std::function<std::string()>& here)
+// Asks the daemon, or does it here; prints the line either gives, or
+// every line of a rejection.
+int via_daemon(const Paths& paths, const Request& request, const std::function<Result<std::string>()>& here)
 {
-	try {
-		auto answer = daemon_call(paths, request);
-		fmt::print("{}\n", answer ? answer->value("message", "") : here());
-	} catch (const PolicyRejected& e) {
-		for (const auto& l : e.lines())
+	auto answer = daemon_call(paths, request);
+	Result<std::string> line = !answer ? here()
+				   : *answer ? Result<std::string>((*answer)->value("message", ""))
+					     : Result<std::string>(answer->rejection());
+	if (!line) {
+		for (const auto& l : line.rejection().lines)
 			fmt::print(stderr, "{}\n", l);
 		return kExitFailure;
 	}
+	fmt::print("{}\n", *line);
 	return kExitOk;
 }
+
+Request about(Request::Cmd cmd, const std::string& name) { return Request::of(cmd, name); }
 
 }  // namespace
 
@@ -53,7 +58,7 @@ std::string policy_argument(const std::string& arg)
 
 int cmd_status(const Paths& paths, bool as_json)
 {
-	auto answer = daemon_call(paths, {{"cmd", "status"}});
+	auto answer = daemon_ask(paths, Request::of(Request::Cmd::Status));
 	json out = answer ? (*answer)["status"] : ops::status(paths);
 	if (as_json) {
 		fmt::print("{}\n", out.dump(2));
@@ -85,18 +90,18 @@ int cmd_status(const Paths& paths, bool as_json)
 
 int cmd_thaw(const Paths& paths, const std::string& name)
 {
-	return via_daemon(paths, {{"cmd", "thaw"}, {"name", name}}, [&] { return ops::thaw(paths, name); });
+	return via_daemon(paths, about(Request::Cmd::Thaw, name), [&] { return ops::thaw(paths, name); });
 }
 
 int cmd_kill(const Paths& paths, const std::string& name)
 {
-	return via_daemon(paths, {{"cmd", "kill"}, {"name", name}}, [&] { return ops::kill(paths, name); });
+	return via_daemon(paths, about(Request::Cmd::Kill, name), [&] { return ops::kill(paths, name); });
 }
 
 int cmd_reload(const Paths& paths, const std::string& name, const std::string& file)
 {
 	std::string f = policy_argument(file);
-	return via_daemon(paths, {{"cmd", "reload"}, {"name", name}, {"policy", f}},
+	return via_daemon(paths, reload_request(name, f),
 			  [&] { return ops::reload(paths, name, f); });
 }
 
@@ -113,34 +118,41 @@ int cmd_attach(const Paths& paths, const AttachOptions& o)
 	if (!n.audit_log.empty())
 		n.audit_log = std::filesystem::absolute(n.audit_log).string();
 	// A relative cgroup path is relative to the cgroup2 mount, for both.
-	json req = {{"cmd", "attach"}, {"name", n.name},     {"policy", n.policy_file}, {"audit_log", n.audit_log},
-		    {"log_allowed", n.log_allowed}, {"cgroup", n.cgroup}, {"pid", n.pid}};
+	Request req = Request::of(Request::Cmd::Attach, n.name);
+	req.policy = n.policy_file;
+	req.audit_log = n.audit_log;
+	req.audit_bound = n.audit_bound;
+	req.log_allowed = n.log_allowed;
+	req.cgroup = n.cgroup;
+	req.pid = n.pid;
 	// Judged before attaching: a bad target is reported by the attach itself.
 	try {
 		for (const auto& w : ops::escape_warnings(resolve_attach_target(paths, n.cgroup, n.pid)))
 			spdlog::warn("{}", w);
 	} catch (const std::exception&) {
 	}
-	put_audit_bound(req, o.audit_bound);
-	return via_daemon(paths, req, [&] {
+	return via_daemon(paths, req, [&]() -> Result<std::string> {
 		std::string msg;
-		ops::add(paths, n, &msg);
+		if (auto added = ops::add(paths, n, &msg); !added)
+			return added.rejection();
 		return msg;
 	});
 }
 
 int cmd_detach(const Paths& paths, const std::string& name)
 {
-	return via_daemon(paths, {{"cmd", "detach"}, {"name", name}}, [&] { return ops::detach(paths, name); });
+	return via_daemon(paths, about(Request::Cmd::Detach, name), [&] { return ops::detach(paths, name); });
 }
 
 int cmd_sandbox_create(const Paths& paths, const SandboxCreateOptions& o)
 {
 	std::string audit = o.audit_log.empty() ? "" : std::filesystem::absolute(o.audit_log).string();
-	json req = {{"cmd", "create"},     {"name", o.name}, {"policy", policy_argument(o.policy_file)},
-		    {"audit_log", audit}, {"log_allowed", o.log_allowed}};
-	put_audit_bound(req, o.audit_bound);
-	return via_daemon(paths, req, [&]() -> std::string {
+	Request req = Request::of(Request::Cmd::Create, o.name);
+	req.policy = policy_argument(o.policy_file);
+	req.audit_log = audit;
+	req.audit_bound = o.audit_bound;
+	req.log_allowed = o.log_allowed;
+	return via_daemon(paths, req, [&]() -> Result<std::string> {
 		fail("no airlock daemon runs for {}: a sandbox made by `sandbox create` is the daemon's to supervise "
 		     "(start airlock daemon, or use airlock run)",
 		     paths.state_dir);
@@ -149,7 +161,7 @@ int cmd_sandbox_create(const Paths& paths, const SandboxCreateOptions& o)
 
 int cmd_sandbox_delete(const Paths& paths, const std::string& name)
 {
-	return via_daemon(paths, {{"cmd", "delete"}, {"name", name}}, [&] { return ops::remove(paths, name); });
+	return via_daemon(paths, about(Request::Cmd::Delete, name), [&] { return ops::remove(paths, name); });
 }
 
 int cmd_events(const Paths& paths, const std::string& sandbox, bool follow)
@@ -157,7 +169,10 @@ int cmd_events(const Paths& paths, const std::string& sandbox, bool follow)
 	Fd s = daemon_connect(paths);
 	if (!s.valid())
 		fail("no airlock daemon runs for {} (start one: airlock daemon)", paths.state_dir);
-	std::string req = json{{"cmd", "events"}, {"follow", follow}, {"sandbox", sandbox}}.dump() + "\n";
+	Request events = Request::of(Request::Cmd::Events);
+	events.sandbox = sandbox;
+	events.follow = follow;
+	std::string req = to_line(events);
 	// A daemon that refuses answers and closes at once: read its reason
 	// even when the request could not be sent.
 	int send_errno = ::send(s.get(), req.data(), req.size(), MSG_NOSIGNAL) < 0 ? errno : 0;

@@ -2,6 +2,9 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -9,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "util/clock.h"
+#include "util/error.h"
 
 namespace airlock {
 
@@ -18,20 +22,39 @@ bool again(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
 
 }  // namespace
 
-ControlServer::ControlServer(int epoll_fd, int listener, uint64_t tag_base, Refuse refuse, Handle handle)
-    : ep_(epoll_fd), listener_(listener), tag_base_(tag_base), refuse_(std::move(refuse)), handle_(std::move(handle))
+Fd ControlServer::listen(const std::string& path)
 {
+	::unlink(path.c_str());
+	Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	struct sockaddr_un sa = {};
+	sa.sun_family = AF_UNIX;
+	if (path.size() >= sizeof(sa.sun_path))
+		fail("control socket path too long: {}", path);
+	std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+	mode_t old = ::umask(077);
+	int bound = fd.valid() ? ::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&sa), sizeof(sa)) : -1;
+	::umask(old);
+	if (bound != 0 || ::chmod(path.c_str(), 0600) != 0 || ::listen(fd.get(), 16) != 0)
+		fail_errno("control socket " + path);
+	return fd;
+}
+
+ControlServer::ControlServer(EventLoop& loop, int listener, Refuse refuse, Handle handle)
+    : loop_(loop), listener_(listener), refuse_(std::move(refuse)), handle_(std::move(handle))
+{
+	loop_.add(listener_, EPOLLIN, [this](uint32_t) { accept_all(); });
 }
 
 ControlServer::~ControlServer()
 {
 	while (!conns_.empty())
 		close(conns_.begin());
+	loop_.remove(listener_);
 }
 
 void ControlServer::close(std::map<uint64_t, Conn>::iterator it)
 {
-	::epoll_ctl(ep_, EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
+	loop_.remove(it->second.fd.get());
 	conns_.erase(it);
 }
 
@@ -61,15 +84,14 @@ void ControlServer::accept_all()
 			conn.cr.uid = static_cast<uid_t>(-1);
 		conn.fd = std::move(c);
 		conn.deadline = monotonic_ns() + kRequestNs;
-		uint64_t tag = tag_base_ + (next_++ % kTagSpan);
-		struct epoll_event ev = {};
-		ev.events = EPOLLIN | EPOLLRDHUP;
-		ev.data.u64 = tag;
-		if (::epoll_ctl(ep_, EPOLL_CTL_ADD, conn.fd.get(), &ev) != 0) {
-			spdlog::error("control socket: epoll: {}", std::strerror(errno));
+		uint64_t id = next_++;
+		try {
+			loop_.add(conn.fd.get(), EPOLLIN | EPOLLRDHUP, [this, id](uint32_t events) { ready(id, events); });
+		} catch (const std::exception& e) {
+			spdlog::error("control socket: {}", e.what());
 			continue;
 		}
-		auto it = conns_.emplace(tag, std::move(conn)).first;
+		auto it = conns_.emplace(id, std::move(conn)).first;
 		if (std::string no = refuse_(it->second.cr); !no.empty())
 			answer(it, {no, nullptr});
 	}
@@ -85,11 +107,11 @@ void ControlServer::answer(std::map<uint64_t, Conn>::iterator it, Answer a)
 	c.deadline = monotonic_ns() + kAnswerNs;
 	if (!flush(it))
 		return;
-	struct epoll_event ev = {};
-	ev.events = EPOLLOUT;
-	ev.data.u64 = it->first;
-	if (::epoll_ctl(ep_, EPOLL_CTL_MOD, c.fd.get(), &ev) != 0)
+	try {
+		loop_.modify(c.fd.get(), EPOLLOUT);
+	} catch (const std::exception&) {
 		close(it);
+	}
 }
 
 bool ControlServer::flush(std::map<uint64_t, Conn>::iterator it)
@@ -108,7 +130,7 @@ bool ControlServer::flush(std::map<uint64_t, Conn>::iterator it)
 	if (c.then) {
 		Fd fd = std::move(c.fd);
 		auto then = std::move(c.then);
-		::epoll_ctl(ep_, EPOLL_CTL_DEL, fd.get(), nullptr);
+		loop_.remove(fd.get());
 		conns_.erase(it);
 		then(std::move(fd));
 	} else {
@@ -117,9 +139,9 @@ bool ControlServer::flush(std::map<uint64_t, Conn>::iterator it)
 	return false;
 }
 
-void ControlServer::ready(uint64_t tag, uint32_t events)
+void ControlServer::ready(uint64_t id, uint32_t events)
 {
-	auto it = conns_.find(tag);
+	auto it = conns_.find(id);
 	if (it == conns_.end())
 		return;
 	Conn& c = it->second;

@@ -1,6 +1,6 @@
 #pragma once
 // The daemon's control socket, served without ever blocking its loop: every
-// connection is non-blocking and registered in the daemon's epoll; a request
+// connection is non-blocking and registered in the daemon's EventLoop; a request
 // is read as it arrives, answered from a buffer written as the peer reads
 // it, and a connection that has not finished by its deadline is closed. A
 // client that connects and sends nothing, sends half a line, or never reads
@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 
+#include "daemon/event_loop.h"
 #include "util/fd.h"
 
 namespace airlock {
@@ -36,20 +37,19 @@ public:
 	static constexpr size_t kMaxRequest = 65536;
 	static constexpr size_t kMaxConnections = 64;
 
-	// listener: non-blocking, listening. Connection tags are tag_base + n.
-	ControlServer(int epoll_fd, int listener, uint64_t tag_base, Refuse refuse, Handle handle);
-	~ControlServer();
+	// A non-blocking socket listening at path, mode 0600 (a dead daemon's
+	// socket there is replaced: call with the state directory's lock held).
+	static Fd listen(const std::string& path);
 
-	bool owns(uint64_t tag) const { return tag >= tag_base_ && tag < tag_base_ + kTagSpan; }
-	// The listener is readable: accept every pending connection.
-	void accept_all();
-	// A connection is ready (EPOLLIN, EPOLLOUT, hangup).
-	void ready(uint64_t tag, uint32_t events);
+	// listener: non-blocking, listening; watched in loop from now on.
+	ControlServer(EventLoop& loop, int listener, Refuse refuse, Handle handle);
+	~ControlServer();
+	ControlServer(const ControlServer&) = delete;
+	ControlServer& operator=(const ControlServer&) = delete;
+
 	// Closes what is past its deadline; returns how many.
 	size_t expire(uint64_t now_ns);
 	size_t connections() const { return conns_.size(); }
-
-	static constexpr uint64_t kTagSpan = 1ull << 40;
 
 private:
 	struct Conn {
@@ -61,13 +61,18 @@ private:
 		std::function<void(Fd)> then;
 		uint64_t deadline = 0;
 	};
+	// The listener is readable: accept every pending connection.
+	void accept_all();
+	// A connection is ready (EPOLLIN, EPOLLOUT, hangup).
+	void ready(uint64_t id, uint32_t events);
 	void close(std::map<uint64_t, Conn>::iterator it);
 	void answer(std::map<uint64_t, Conn>::iterator it, Answer a);
 	// Writes what it can; false when the connection is done with (closed or adopted).
 	bool flush(std::map<uint64_t, Conn>::iterator it);
 
-	int ep_, listener_;
-	uint64_t tag_base_, next_ = 0;
+	EventLoop& loop_;
+	int listener_;
+	uint64_t next_ = 0;
 	Refuse refuse_;
 	Handle handle_;
 	std::map<uint64_t, Conn> conns_;

@@ -15,7 +15,7 @@
 #include "net/address.h"
 #include "policy/dnsname.h"
 #include "policy/policy.h"
-#include "sandbox/state.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -272,24 +272,6 @@ std::string dns_line(const al_dns_event& e)
 				   e.learned ? "learned" : fmt::format("not learned ({})", reason_name(e.base.reason)));
 	}
 	return fmt::format("{} query {}", decision_line(e.base), q);
-}
-
-void put_audit_bound(json& request, const AuditBound& b)
-{
-	if (b.max_bytes)
-		request["audit_log_max_bytes"] = *b.max_bytes;
-	if (b.keep)
-		request["audit_log_keep"] = *b.keep;
-}
-
-AuditBound audit_bound_of(const json& request)
-{
-	AuditBound b;
-	if (auto it = request.find("audit_log_max_bytes"); it != request.end() && it->is_number_unsigned())
-		b.max_bytes = it->get<uint64_t>();
-	if (auto it = request.find("audit_log_keep"); it != request.end() && it->is_number_unsigned())
-		b.keep = it->get<unsigned>();
-	return b;
 }
 
 AuditLog::AuditLog(const std::string& path, AuditBound bound) : path_(path), bound_(bound.resolved())

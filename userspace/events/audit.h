@@ -41,8 +41,6 @@ std::string unix_address(const al_unix_event& e);
 
 // The bound's set fields as request fields ("audit_log_max_bytes",
 // "audit_log_keep"), and back.
-void put_audit_bound(nlohmann::json& request, const AuditBound& b);
-AuditBound audit_bound_of(const nlohmann::json& request);
 
 // Appends one JSON object per line with a single write(2), so lines from
 // several writers (the runner, `airlock reload`) never interleave.

@@ -69,13 +69,18 @@ struct Reader {
 
 }  // namespace
 
-DaemonConfig load_daemon_config(const std::string& file)
+Result<DaemonConfig> load_daemon_config(const std::string& file)
 {
-	Reader r{file, {}};
 	auto text = read_file(file);
 	if (!text)
-		throw PolicyRejected({fmt::format("{}: (root): cannot read", file)});
-	auto doc = parse_json_checked(*text, file, r.errors);
+		return Rejection{{fmt::format("{}: (root): cannot read", file)}};
+	return parse_daemon_config(*text, file);
+}
+
+Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::string& file)
+{
+	Reader r{file, {}};
+	auto doc = parse_json_checked(text, file, r.errors);
 	DaemonConfig c;
 	if (doc && r.object(*doc, "(root)", {"metrics", "policy_dir", "audit_log"}, {}, {"sandboxes"},
 			    {"audit_log_max_bytes", "audit_log_keep"})) {
@@ -126,10 +131,10 @@ DaemonConfig load_daemon_config(const std::string& file)
 		}
 	}
 	if (!r.errors.empty()) {
-		std::vector<std::string> lines;
+		Rejection no;
 		for (const auto& e : r.errors)
-			lines.push_back(e.str());
-		throw PolicyRejected(lines);
+			no.lines.push_back(e.str());
+		return no;
 	}
 	return c;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "events/audit_bound.h"
+#include "util/result.h"
 
 namespace airlock {
 
@@ -27,7 +28,9 @@ struct DaemonConfig {
 	std::vector<DeclaredSandbox> sandboxes;
 };
 
-// Throws PolicyRejected with every error, one line each: FILE: PATH: MESSAGE.
-DaemonConfig load_daemon_config(const std::string& file);
+// The configuration, or every mistake, one line each: FILE: PATH: MESSAGE.
+Result<DaemonConfig> load_daemon_config(const std::string& file);
+// The same for text already read; file names it in the lines.
+Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::string& file);
 
 }  // namespace airlock

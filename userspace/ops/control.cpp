@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "sandbox/sandbox.h"
 #include "util/error.h"
 
 namespace airlock {
@@ -45,7 +44,7 @@ Fd daemon_connect(const Paths& paths)
 	return s;
 }
 
-std::optional<json> daemon_call(const Paths& paths, const json& request)
+std::optional<Result<json>> daemon_call(const Paths& paths, const Request& request)
 {
 	Fd s = daemon_connect(paths);
 	if (!s.valid())
@@ -54,7 +53,7 @@ std::optional<json> daemon_call(const Paths& paths, const json& request)
 	// processes to go); one that does not is stuck, not busy.
 	struct timeval tv = {30, 0};
 	::setsockopt(s.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	std::string req = request.dump() + "\n";
+	std::string req = to_line(request);
 	// A daemon that refuses answers and closes at once: read its reason
 	// even when the request could not be sent whole.
 	int send_errno = ::send(s.get(), req.data(), req.size(), MSG_NOSIGNAL) < 0 ? errno : 0;
@@ -65,7 +64,7 @@ std::optional<json> daemon_call(const Paths& paths, const json& request)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			fail("the daemon did not answer '{}' within 30 s (its log says why)", request.value("cmd", ""));
+			fail("the daemon did not answer '{}' within 30 s (its log says why)", to_string(request.cmd));
 		if (n <= 0)
 			break;
 		answer.append(buf, static_cast<size_t>(n));
@@ -80,11 +79,23 @@ std::optional<json> daemon_call(const Paths& paths, const json& request)
 		fail("the daemon answered something that is not a JSON object: {}", answer.substr(0, 200));
 	if (j.contains("error")) {
 		std::string what = j["error"].is_string() ? j["error"].get<std::string>() : j["error"].dump();
-		if (j.contains("errors") && j["errors"].is_array() && !j["errors"].empty())
-			throw PolicyRejected(j["errors"].get<std::vector<std::string>>());
+		if (j.contains("errors") && j["errors"].is_array() && !j["errors"].empty()) {
+			Rejection no;
+			for (const auto& l : j["errors"])
+				no.lines.push_back(l.is_string() ? l.get<std::string>() : l.dump());
+			return Result<json>(no);
+		}
 		fail("the daemon refused: {}", what);
 	}
-	return j;
+	return Result<json>(j);
+}
+
+std::optional<json> daemon_ask(const Paths& paths, const Request& request)
+{
+	auto answer = daemon_call(paths, request);
+	if (!answer)
+		return std::nullopt;
+	return answer->value_or_fail();
 }
 
 }  // namespace airlock

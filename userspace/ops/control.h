@@ -7,7 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ops/request.h"
 #include "sandbox/state.h"
+#include "util/result.h"
 #include "util/fd.h"
 
 namespace airlock {
@@ -19,7 +21,9 @@ std::string control_socket(const Paths&);
 Fd daemon_connect(const Paths&);
 
 // Sends one request and reads the answer. nullopt: no daemon runs. An
-// {"error"} answer throws: PolicyRejected when it carries policy errors.
-std::optional<nlohmann::json> daemon_call(const Paths&, const nlohmann::json& request);
+// {"error"} answer with policy errors is a Rejection; other errors throw.
+std::optional<Result<nlohmann::json>> daemon_call(const Paths&, const Request& request);
+// The same for a request that names no policy: any error throws.
+std::optional<nlohmann::json> daemon_ask(const Paths&, const Request& request);
 
 }  // namespace airlock

@@ -241,18 +241,17 @@ std::string kill(const Paths& paths, const std::string& name)
 	return name + ": killed";
 }
 
-std::string reload(const Paths& paths, const std::string& name, const std::string& file)
+Result<std::string> reload(const Paths& paths, const std::string& name, const std::string& file)
 {
 	SandboxRecord r = record_or_fail(paths, name);
-	Policy policy;
-	try {
-		policy = load_policy(file);
-	} catch (const PolicyRejected& e) {
-		audit_to(r, {{"event", "reload"}, {"result", "error"}, {"policy_file", file}, {"errors", e.lines()}});
-		auto lines = e.lines();
+	auto loaded = load_policy(file);
+	if (!loaded) {
+		auto lines = loaded.rejection().lines;
+		audit_to(r, {{"event", "reload"}, {"result", "error"}, {"policy_file", file}, {"errors", lines}});
 		lines.push_back(fmt::format("{}: reload rejected; policy '{}' stays enforced", name, r.policy_name));
-		throw PolicyRejected(lines);
+		return Rejection{lines};
 	}
+	const Policy& policy = *loaded;
 	FileLock lock(paths.lock_file());
 	r = record_or_fail(paths, name);
 	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
@@ -261,9 +260,12 @@ std::string reload(const Paths& paths, const std::string& name, const std::strin
 	return fmt::format("{}: now enforcing '{}'", name, policy.name);
 }
 
-SandboxRecord add(const Paths& paths, const NewSandbox& o, std::string* message)
+Result<SandboxRecord> add(const Paths& paths, const NewSandbox& o, std::string* message)
 {
-	Policy policy = load_policy(o.policy_file);
+	auto loaded = load_policy(o.policy_file);
+	if (!loaded)
+		return loaded.rejection();
+	const Policy& policy = *loaded;
 	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
 	bool attach = !o.cgroup.empty() || o.pid > 0;
 	make_dirs(paths.state_dir);

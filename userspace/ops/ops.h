@@ -1,13 +1,14 @@
 #pragma once
 // What the sandbox commands do, without printing. `airlock` runs them itself
 // when no daemon is up; the daemon runs them for its control socket. Each
-// returns the line to show, or throws (PolicyRejected for a bad policy).
+// returns the line to show; a bad policy is a Rejection, other failures throw.
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "sandbox/state.h"
+#include "util/result.h"
 
 namespace airlock::ops {
 
@@ -26,8 +27,8 @@ std::string remove(const Paths&, const std::string& name);
 // Throws unless `detach` (an attached cgroup) or `remove` (airlock's own,
 // not a live runner's) is the way to end this sandbox.
 void check_removable(const SandboxRecord&, bool detach);
-// Swaps the policy atomically; a bad file is audited and thrown.
-std::string reload(const Paths&, const std::string& name, const std::string& file);
+// Swaps the policy atomically; a bad file is audited and rejected.
+Result<std::string> reload(const Paths&, const std::string& name, const std::string& file);
 
 struct NewSandbox {
 	std::string name;  // "" for attach: the cgroup's own name
@@ -49,6 +50,6 @@ struct NewSandbox {
 std::vector<std::string> escape_warnings(const std::string& cgroup);
 
 // Enforces a policy on an existing cgroup, or makes a new one.
-SandboxRecord add(const Paths&, const NewSandbox&, std::string* message);
+Result<SandboxRecord> add(const Paths&, const NewSandbox&, std::string* message);
 
 }  // namespace airlock::ops

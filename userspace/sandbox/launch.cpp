@@ -414,6 +414,19 @@ void forward(int sig, siginfo_t* si, void*)
 
 }  // namespace
 
+LaunchOptions launch_options(const Policy& p)
+{
+	LaunchOptions lo;
+	lo.families = p.families;
+	lo.io_uring = p.io_uring;
+	// Not where the policy names an abstract socket outside: the scope
+	// would refuse it (the sandbox record says the same: abstract_scoped).
+	lo.scope_abstract_unix = !allows_outside_abstract(p);
+	lo.scope_signal = true;
+	lo.nosymfollow = unix_prefix_dirs(p);
+	return lo;
+}
+
 std::vector<std::string> unix_prefix_dirs(const Policy& p)
 {
 	std::vector<std::string> out;

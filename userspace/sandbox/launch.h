@@ -44,10 +44,15 @@ struct LaunchOptions {
 	std::vector<std::string> nosymfollow;
 };
 
-// What the command got, for the audit log and status.
 // The existing directories of a policy's unix prefix allow rules.
 std::vector<std::string> unix_prefix_dirs(const Policy& p);
 
+// What a policy asks of the launch: its socket families, io_uring, the
+// Landlock scopes (abstract sockets unless the policy names one outside),
+// nosymfollow on its unix prefix directories. The caller sets the rest.
+LaunchOptions launch_options(const Policy& p);
+
+// What the command got, for the audit log and status.
 struct Confinement {
 	bool namespaces = false;  // private mount namespace and PID namespace
 	std::vector<std::string> cgroup_mounts;  // cgroup2 mounted afresh here

@@ -13,6 +13,7 @@
 #include "policy/compile.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/launch.h"
+#include "util/clock.h"
 #include "util/files.h"
 
 namespace airlock {
@@ -30,11 +31,13 @@ std::vector<std::string> lines_of(const std::vector<PolicyError>& errors)
 	return out;
 }
 
-CompiledPolicy compile_or_throw(const Policy& p, uint32_t policy_id)
+// A policy that reached here passed load_policy: its compile errors do not
+// depend on the id, so a failure now is airlock's own.
+CompiledPolicy compile_or_fail(const Policy& p, uint32_t policy_id)
 {
 	auto res = compile_policy(p, policy_id);
 	if (!res.compiled)
-		throw PolicyRejected(lines_of(res.errors));
+		fail("policy '{}' does not compile: {}", p.name, lines_of(res.errors).front());
 	return *res.compiled;
 }
 
@@ -68,25 +71,25 @@ void copy_policy(const Paths& paths, const std::string& name, unsigned bank, con
 
 }  // namespace
 
-Policy load_policy(const std::string& file)
+Result<Policy> load_policy(const std::string& file)
 {
 	auto res = parse_policy_file(file);
 	if (!res.policy)
-		throw PolicyRejected(lines_of(res.errors));
+		return Rejection{lines_of(res.errors)};
 	// Compile once for the errors only the compiler finds (kernel limits).
-	compile_or_throw(*res.policy, 1);
+	if (auto c = compile_policy(*res.policy, 1); !c.compiled)
+		return Rejection{lines_of(c.errors)};
 	return *res.policy;
 }
 
 std::optional<Policy> load_policy_or_report(const std::string& file)
 {
-	try {
-		return load_policy(file);
-	} catch (const PolicyRejected& e) {
-		for (const auto& l : e.lines())
-			fmt::print(stderr, "{}\n", l);
-		return std::nullopt;
-	}
+	auto p = load_policy(file);
+	if (p)
+		return *p;
+	for (const auto& l : p.rejection().lines)
+		fmt::print(stderr, "{}\n", l);
+	return std::nullopt;
 }
 
 SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const CreateOptions& o)
@@ -110,7 +113,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 	if (slot >= AL_MAX_SANDBOXES)
 		fail("all {} sandbox slots are in use", AL_MAX_SANDBOXES);
 
-	CompiledPolicy compiled = compile_or_throw(o.policy, policy_id_of(slot, 0));
+	CompiledPolicy compiled = compile_or_fail(o.policy, policy_id_of(slot, 0));
 
 	SandboxRecord r;
 	r.name = o.name;
@@ -182,7 +185,7 @@ void reload_sandbox(kernel::Kernel& k, const Paths& paths, SandboxRecord& r, con
 	unsigned next = 1 - r.bank;
 	uint32_t old_id = policy_id_of(r.slot, r.bank);
 	uint32_t new_id = policy_id_of(r.slot, next);
-	CompiledPolicy compiled = compile_or_throw(policy, new_id);
+	CompiledPolicy compiled = compile_or_fail(policy, new_id);
 
 	auto current = k.sandbox(r.cgroup_id);
 	if (!current)

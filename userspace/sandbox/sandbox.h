@@ -9,19 +9,9 @@
 #include "policy/policy.h"
 #include "sandbox/state.h"
 #include "util/error.h"
+#include "util/result.h"
 
 namespace airlock {
-
-// A policy that does not compile: every error, one line each.
-class PolicyRejected : public Error {
-public:
-	explicit PolicyRejected(std::vector<std::string> lines)
-	    : Error(lines.empty() ? "policy rejected" : lines.front()), lines_(std::move(lines)) {}
-	const std::vector<std::string>& lines() const { return lines_; }
-
-private:
-	std::vector<std::string> lines_;
-};
 
 struct CreateOptions {
 	std::string name;
@@ -55,9 +45,9 @@ void destroy_sandbox(kernel::Kernel&, const Paths&, const SandboxRecord&);
 // exists, it is not the root, no sandbox holds it yet.
 std::string resolve_attach_target(const Paths&, const std::string& cgroup, int pid);
 
-// Parses and compiles FILE for a check; throws PolicyRejected with every error.
-Policy load_policy(const std::string& file);
-// The same, printing every error line to stderr instead of throwing.
+// Parses and compiles FILE for a check: the policy, or every error.
+Result<Policy> load_policy(const std::string& file);
+// The same, printing every error line to stderr.
 std::optional<Policy> load_policy_or_report(const std::string& file);
 
 }  // namespace airlock

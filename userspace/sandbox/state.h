@@ -64,7 +64,6 @@ void remove_record(const Paths&, const std::string& name);
 
 uint64_t process_start_time(int pid);  // 0 if the process is gone
 bool runner_alive(const SandboxRecord&);
-std::string now_rfc3339();
 bool valid_sandbox_name(const std::string& name);
 
 }  // namespace airlock

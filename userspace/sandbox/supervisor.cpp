@@ -162,8 +162,20 @@ void Supervisor::reload_from_file(const char* by)
 	if (!r)
 		return;
 	std::string file = r->policy_file;
+	auto loaded = load_policy(file);
+	if (!loaded) {
+		const auto& lines = loaded.rejection().lines;
+		audit_.write(rec_.name, json{{"event", "reload"}, {"result", "error"}, {"policy_file", file},
+					   {"errors", lines}, {"by", by}});
+		for (const auto& l : lines)
+			spdlog::error("{}", l);
+		spdlog::error("{}: reload rejected; policy '{}' stays enforced", rec_.name, rec_.policy_name);
+		if (on_reload)
+			on_reload(false);
+		return;
+	}
 	try {
-		Policy p = load_policy(file);
+		const Policy& p = *loaded;
 		FileLock lock(paths_.lock_file());
 		auto cur = load_record(paths_, rec_.name);
 		if (!cur)
@@ -176,14 +188,6 @@ void Supervisor::reload_from_file(const char* by)
 		spdlog::info("{}: reloaded {} on {}", rec_.name, file, by);
 		if (on_reload)
 			on_reload(true);
-	} catch (const PolicyRejected& e) {
-		audit_.write(rec_.name, json{{"event", "reload"}, {"result", "error"}, {"policy_file", file},
-					   {"errors", e.lines()}, {"by", by}});
-		for (const auto& l : e.lines())
-			spdlog::error("{}", l);
-		spdlog::error("{}: reload rejected; policy '{}' stays enforced", rec_.name, rec_.policy_name);
-		if (on_reload)
-			on_reload(false);
 	} catch (const std::exception& e) {
 		spdlog::error("{}: reload failed: {}; the old policy stays enforced", rec_.name, e.what());
 	}

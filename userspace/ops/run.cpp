@@ -1,4 +1,4 @@
-// `airlock run`: one sandbox, one command, the agent in the foreground.
+// `airlock run` and `airlock exec`: a command in a sandbox, waited for.
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -12,7 +12,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cli/commands.h"
+#include "ops/run.h"
+
 #include "events/audit.h"
 #include "kernel/kernel.h"
 #include "ops/control.h"
@@ -22,13 +23,14 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/supervisor.h"
 #include "util/error.h"
+#include "util/exit_code.h"
 #include "util/files.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
 
-namespace airlock {
+namespace airlock::ops {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -60,20 +62,15 @@ struct Child {
 Child spawn(const std::string& name, const std::string& cgroup_path, const RunOptions& o, const Policy& policy,
 	    bool existing = false, std::optional<bool> scope_abstract = std::nullopt)
 {
-	LaunchOptions lo;
+	LaunchOptions lo = launch_options(policy);
 	lo.name = name;
 	lo.cgroup = cgroup_path;
 	lo.join = existing;
 	lo.command = o.command;
 	lo.user = o.user;
 	lo.keep_caps = o.keep_caps;
-	lo.families = policy.families;
-	lo.io_uring = policy.io_uring;
-	// Not where the policy names an abstract socket outside: the scope
-	// would refuse it (the sandbox record says the same: abstract_scoped).
-	lo.scope_abstract_unix = scope_abstract.value_or(!allows_outside_abstract(policy));
-	lo.scope_signal = true;
-	lo.nosymfollow = unix_prefix_dirs(policy);
+	if (scope_abstract)
+		lo.scope_abstract_unix = *scope_abstract;
 	Launched l = launch(lo);
 	return Child{l.pid, std::move(l.pidfd), std::move(l.confinement)};
 }
@@ -142,23 +139,27 @@ int run_via_daemon(const Paths& paths, const RunOptions& o, const Policy& policy
 		   const std::string& audit_path, int sigfd)
 {
 	std::string policy_file = std::filesystem::absolute(o.policy_file).lexically_normal().string();
-	json req = {{"cmd", "create"},
-		    {"name", name},
-		    {"policy", policy_file},
-		    {"audit_log", std::filesystem::absolute(audit_path).string()},
-		    {"log_allowed", o.log_allowed},
-		    {"runner_pid", ::getpid()}};
-	put_audit_bound(req, o.audit_bound);
+	Request req = Request::of(Request::Cmd::Create, name);
+	req.policy = policy_file;
+	req.audit_log = std::filesystem::absolute(audit_path).string();
+	req.audit_bound = o.audit_bound;
+	req.log_allowed = o.log_allowed;
+	req.runner_pid = ::getpid();
 	auto made = daemon_call(paths, req);
 	if (!made)
 		fail("the airlock daemon went away");
-	std::string cg = (*made)["cgroup"].get<std::string>();
+	if (!*made) {
+		for (const auto& l : made->rejection().lines)
+			spdlog::error("{}", l);
+		return kExitAirlockError;
+	}
+	std::string cg = (**made)["cgroup"].get<std::string>();
 	spdlog::info("sandbox {} in {}, supervised by the airlock daemon", name, cg);
 	auto remove = [&]() -> std::optional<nlohmann::json> {
 		auto current = load_record(paths, name);
 		if (!current || current->cgroup != cg)
 			return nlohmann::json{{"gone", true}};  // deleted by the operator
-		auto r = daemon_call(paths, {{"cmd", "delete"}, {"name", name}});
+		auto r = daemon_ask(paths, Request::of(Request::Cmd::Delete, name));
 		if (!r && load_record(paths, name))
 			ops::remove(paths, name);  // the daemon is gone: nobody else will
 		return r;
@@ -176,12 +177,12 @@ int run_via_daemon(const Paths& paths, const RunOptions& o, const Policy& policy
 			       {"supervisor", "daemon"}, {"confinement", child.confinement.to_json()}});
 	siginfo_t si = wait_child(child, sigfd, nullptr, [&] {
 		try {
-			auto r = daemon_call(paths, {{"cmd", "reload"}, {"name", name}, {"policy", policy_file}});
-			if (r)
-				spdlog::info("{}", r->value("message", ""));
-		} catch (const PolicyRejected& e) {
-			for (const auto& l : e.lines())
-				spdlog::error("{}", l);
+			auto r = daemon_call(paths, reload_request(name, policy_file));
+			if (r && *r)
+				spdlog::info("{}", (*r)->value("message", ""));
+			else if (r)
+				for (const auto& l : r->rejection().lines)
+					spdlog::error("{}", l);
 		} catch (const std::exception& e) {
 			spdlog::error("reload: {}", e.what());
 		}
@@ -204,9 +205,9 @@ int run_via_daemon(const Paths& paths, const RunOptions& o, const Policy& policy
 
 }  // namespace
 
-int cmd_exec(const Paths& paths, const std::string& name, const RunOptions& o)
+int exec(const Paths& paths, const std::string& name, const RunOptions& o)
 {
-	auto st = daemon_call(paths, {{"cmd", "status"}});
+	auto st = daemon_ask(paths, Request::of(Request::Cmd::Status));
 	if (!st)
 		fail("no airlock daemon runs for {}: `airlock exec` runs commands in sandboxes the daemon supervises",
 		     paths.state_dir);
@@ -235,7 +236,7 @@ int cmd_exec(const Paths& paths, const std::string& name, const RunOptions& o)
 	int status = exit_status_of(si);
 	if (killed_by_sigkill(si)) {
 		// Killed: by the daemon on a violation, or by `airlock kill`?
-		auto after = daemon_call(paths, {{"cmd", "status"}});
+		auto after = daemon_ask(paths, Request::of(Request::Cmd::Status));
 		for (const auto& s : after ? (*after)["status"]["sandboxes"] : nlohmann::json::array())
 			if (s["name"] == name && s.contains("supervisor") && s["supervisor"].value("killed_on_violation", false))
 				return kExitKilledOnViolation;
@@ -247,7 +248,7 @@ int cmd_exec(const Paths& paths, const std::string& name, const RunOptions& o)
 	return status;
 }
 
-int cmd_run(const Paths& paths, const RunOptions& o)
+int run(const Paths& paths, const RunOptions& o)
 {
 	auto loaded = load_policy_or_report(o.policy_file);
 	if (!loaded)
@@ -257,7 +258,7 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 	std::string name = o.name.empty() ? fmt::format("{}-{}", policy.name, ::getpid()) : o.name;
 	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
 	Fd sigfd = block_signals();
-	if (!o.standalone && daemon_call(paths, {{"cmd", "ping"}}))
+	if (!o.standalone && daemon_ask(paths, Request::of(Request::Cmd::Ping)))
 		return run_via_daemon(paths, o, policy, name, audit_path, sigfd.get());
 	AuditLog audit(audit_path, o.audit_bound);
 
@@ -318,4 +319,4 @@ int cmd_run(const Paths& paths, const RunOptions& o)
 	return status;
 }
 
-}  // namespace airlock
+}  // namespace airlock::ops

@@ -1,0 +1,614 @@
+#include "daemon/daemon.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "daemon/control_server.h"
+#include "daemon/event_loop.h"
+#include "daemon/policy_watcher.h"
+#include "kernel/kernel.h"
+#include "metrics/metrics.h"
+#include "ops/config.h"
+#include "ops/control.h"
+#include "ops/ops.h"
+#include "ops/request.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/supervisor.h"
+#include "util/clock.h"
+#include "util/error.h"
+#include "util/exit_code.h"
+#include "util/fd.h"
+#include "util/files.h"
+
+namespace airlock {
+
+namespace {
+
+struct Subscriber {
+	Fd fd;
+	std::string sandbox;  // "" for every sandbox
+};
+
+struct Daemon {
+	Daemon(const Paths& p, Metrics* m)
+	    : paths(p), metrics(m), policies(loop, [this](const std::string& dir, const std::string& path) {
+		      policy_changed(dir, path);
+	      })
+	{
+	}
+	const Paths& paths;
+	Metrics* metrics;
+	EventLoop loop;
+	std::optional<kernel::Kernel> k;
+	std::map<std::string, std::unique_ptr<Supervisor>> sups;
+	std::vector<Subscriber> subs;
+	// Policy files of supervised sandboxes: a change is a reload.
+	PolicyWatcher policies;
+	std::deque<std::pair<std::string, std::string>> recent;  // (sandbox, line), the last kRecent
+	std::string policy_dir;  // absolute; "" for none
+	std::string audit_log;   // for sandboxes made through the daemon without one
+	AuditBound audit_bound;  // likewise
+	std::vector<DeclaredSandbox> declared;
+	std::map<std::string, std::string> declared_errors;  // name -> last error, logged once
+
+	void forget(Supervisor& sup) { loop.remove(sup.epoll_fd()); }
+
+	static constexpr size_t kRecent = 200;
+
+	// Every audit line of a supervised sandbox, to `airlock events`. A
+	// subscriber that cannot keep up is dropped, never waited for.
+	void publish(const std::string& sandbox, const std::string& line)
+	{
+		recent.emplace_back(sandbox, line);
+		if (recent.size() > kRecent)
+			recent.pop_front();
+		for (auto it = subs.begin(); it != subs.end();) {
+			bool keep = true;
+			if (it->sandbox.empty() || it->sandbox == sandbox)
+				keep = ::send(it->fd.get(), line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+				       static_cast<ssize_t>(line.size());
+			it = keep ? std::next(it) : subs.erase(it);
+		}
+	}
+
+	// A policy in the directory that no sandbox uses yet: checked, so that
+	// a mistake shows before a sandbox asks for it.
+	void check_policy(const std::string& path)
+	{
+		try {
+			auto p = load_policy(path);
+			if (p) {
+				spdlog::info("policy {} ('{}'): ok", path, p->name);
+				return;
+			}
+			for (const auto& l : p.rejection().lines)
+				spdlog::error("{}", l);
+			spdlog::error("policy {}: rejected; a sandbox cannot use it until it is fixed", path);
+		} catch (const std::exception& e) {
+			spdlog::error("policy {}: {}", path, e.what());
+		}
+	}
+
+	void check_policy_dir()
+	{
+		std::error_code ec;
+		std::vector<std::string> files;
+		for (const auto& ent : std::filesystem::directory_iterator(policy_dir, ec))
+			if (PolicyWatcher::is_policy_name(ent.path().filename()))
+				files.push_back(ent.path());
+		std::sort(files.begin(), files.end());
+		for (const auto& f : files)
+			check_policy(f);
+	}
+
+	// A policy file was written or replaced: every supervised sandbox
+	// enforcing it reloads it (a bad file is rejected, the old policy stays).
+	void policy_changed(const std::string& dir, const std::string& path)
+	{
+		bool used = false;
+		for (auto& [name, sup] : sups)
+			if (sup->record().policy_file == path) {
+				spdlog::info("{}: {} changed; reloading", name, path);
+				sup->reload_from_file("policy file changed");
+				used = true;
+			}
+		if (!used && dir == policy_dir && PolicyWatcher::is_policy_name(path.substr(path.rfind('/') + 1)))
+			check_policy(path);
+	}
+
+	// A policy argument: a file by its path, or a name in the policy directory.
+	std::string resolve_policy(const std::string& arg) const
+	{
+		std::error_code ec;
+		if (!policy_dir.empty() && !arg.empty() && arg.find('/') == std::string::npos) {
+			for (const std::string& f : {policy_dir + "/" + arg + ".json", policy_dir + "/" + arg})
+				if (std::filesystem::is_regular_file(f, ec))
+					return f;
+			fail("no policy named '{}' in {}", arg, policy_dir);
+		}
+		if (arg.empty() || arg.front() != '/')
+			fail("policy '{}': give an absolute path{}", arg, policy_dir.empty() ? "" : " or a name in " + policy_dir);
+		return std::filesystem::path(arg).lexically_normal().string();
+	}
+
+	// Stops supervising a sandbox, reading what its ring still holds first.
+	bool drop(const std::string& name)
+	{
+		auto it = sups.find(name);
+		if (it == sups.end())
+			return false;
+		it->second->poll();
+		bool killed = it->second->killed_on_violation();
+		forget(*it->second);
+		sups.erase(it);
+		return killed;
+	}
+
+	Result<nlohmann::json> new_sandbox(const Request& q)
+	{
+		ops::NewSandbox n;
+		n.name = q.name;
+		n.policy_file = resolve_policy(q.policy);
+		n.audit_log = q.audit_log.empty() ? audit_log : q.audit_log;
+		n.log_allowed = q.log_allowed;
+		n.audit_bound = q.audit_bound.over(audit_bound);
+		if (q.cmd == Request::Cmd::Attach) {
+			n.cgroup = q.cgroup;
+			n.pid = q.pid;
+			if (n.cgroup.empty() && n.pid <= 0)
+				fail("attach: give a cgroup or a pid");
+		} else {
+			n.managed = true;
+			n.runner_pid = q.runner_pid;
+		}
+		std::string msg;
+		auto added = ops::add(paths, n, &msg);
+		if (!added)
+			return added.rejection();
+		const SandboxRecord& rec = *added;
+		policies.watch_file(rec.policy_file);
+		rescan();  // supervised before the answer: a command started next is watched
+		return nlohmann::json{{"ok", true}, {"message", msg}, {"cgroup", rec.cgroup}, {"name", rec.name}};
+	}
+
+	nlohmann::json status() const
+	{
+		auto st = ops::status(paths);
+		for (auto& s : st["sandboxes"]) {
+			auto it = sups.find(s["name"].get<std::string>());
+			s["supervised_by_daemon"] = it != sups.end();
+			if (it != sups.end()) {
+				auto state = it->second->state();
+				s["supervisor"] = {{"state", state == Supervisor::State::Running  ? "running"
+							     : state == Supervisor::State::Frozen ? "frozen"
+												  : "killed"},
+						   {"killed_on_violation", it->second->killed_on_violation()}};
+			}
+		}
+		return {{"ok", true}, {"status", st}};
+	}
+
+	// Requests other than `events`: one answer each.
+	Result<nlohmann::json> handle(const Request& q)
+	{
+		const std::string& name = q.name;
+		using Cmd = Request::Cmd;
+		switch (q.cmd) {
+		case Cmd::Ping: {
+			nlohmann::json names = nlohmann::json::array();
+			for (const auto& [n, sup] : sups)
+				names.push_back(n);
+			return nlohmann::json{{"ok", true}, {"pid", ::getpid()}, {"supervising", names}};
+		}
+		case Cmd::Status:
+			return status();
+		case Cmd::Thaw: {
+			std::string msg = ops::thaw(paths, name);
+			if (auto it = sups.find(name); it != sups.end())
+				it->second->poll();
+			return nlohmann::json{{"ok", true}, {"message", msg}};
+		}
+		case Cmd::Kill: {
+			std::string msg = ops::kill(paths, name);
+			rescan();
+			return nlohmann::json{{"ok", true}, {"message", msg}};
+		}
+		case Cmd::Reload: {
+			// A runner's pending events belong to the policy they were decided under.
+			if (auto it = sups.find(name); it != sups.end())
+				it->second->poll();
+			std::string file = resolve_policy(q.policy);
+			auto msg = ops::reload(paths, name, file);
+			if (metrics)
+				metrics->reload(msg.ok());
+			if (!msg)
+				return msg.rejection();
+			policies.watch_file(file);
+			if (auto it = sups.find(name); it != sups.end())
+				it->second->refresh();
+			return nlohmann::json{{"ok", true}, {"message", *msg}};
+		}
+		case Cmd::Attach:
+		case Cmd::Create:
+			return new_sandbox(q);
+		case Cmd::Detach:
+		case Cmd::Delete: {
+			bool detach = q.cmd == Cmd::Detach;
+			// Checked before its supervisor is let go of.
+			if (auto rec = load_record(paths, name))
+				ops::check_removable(*rec, detach);
+			bool killed = drop(name);
+			std::string msg;
+			try {
+				msg = detach ? ops::detach(paths, name) : ops::remove(paths, name);
+			} catch (...) {
+				rescan();
+				throw;
+			}
+			return nlohmann::json{{"ok", true}, {"message", msg}, {"killed_on_violation", killed}};
+		}
+		case Cmd::Events:
+			break;
+		}
+		fail("request '{}' is not answered here", to_string(q.cmd));
+	}
+
+	// The sandbox a process is in, if any: a root process inside one must
+	// not be able to reload, delete or thaw its way out through this socket.
+	std::string sandbox_of_pid(int pid) const
+	{
+		std::string cg;
+		try {
+			cg = cgroup::of_pid(pid);
+		} catch (const std::exception&) {
+			return "?";  // gone, or unreadable: not trusted
+		}
+		for (const auto& r : load_records(paths))
+			if (cg == r.cgroup || cg.rfind(r.cgroup + "/", 0) == 0)
+				return r.name;
+		return "";
+	}
+
+	static constexpr size_t kMaxSubscribers = 64;
+
+	// Followers that hung up are let go at once, not at their next line.
+	void prune_subscribers()
+	{
+		subs.erase(std::remove_if(subs.begin(), subs.end(),
+					  [](const Subscriber& s) {
+						  char b;
+						  ssize_t n = ::recv(s.fd.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+						  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+					  }),
+			   subs.end());
+	}
+
+	// The control socket's checks before a byte is read: root only, and
+	// never from inside a sandbox. "" serves the request.
+	std::string refuse(const struct ucred& cr) const
+	{
+		if (cr.uid != 0) {
+			spdlog::warn("control socket: refused uid {} (pid {})", cr.uid, cr.pid);
+			return nlohmann::json({{"error", "the control socket is root's"}}).dump() + "\n";
+		}
+		if (std::string inside = sandbox_of_pid(cr.pid); !inside.empty()) {
+			spdlog::warn("control socket: refused pid {}, which is inside sandbox {}", cr.pid, inside);
+			return nlohmann::json({{"error", "requests from inside a sandbox are refused"}}).dump() + "\n";
+		}
+		return "";
+	}
+
+	// The `events` request: the recent lines, then (follow) the connection
+	// is a subscriber's.
+	ControlServer::Answer events(const Request& q)
+	{
+		if (q.follow && subs.size() >= kMaxSubscribers)
+			prune_subscribers();
+		if (q.follow && subs.size() >= kMaxSubscribers)
+			fail("{} followers already; no more", kMaxSubscribers);
+		ControlServer::Answer a;
+		for (const auto& [sb, l] : recent)
+			if (q.sandbox.empty() || sb == q.sandbox)
+				a.text += l;
+		if (q.follow)
+			a.then = [this, sandbox = q.sandbox](Fd fd) { subs.push_back({std::move(fd), sandbox}); };
+		return a;
+	}
+
+	// One request per connection, one JSON line (ops/request.h).
+	ControlServer::Answer serve(const std::string& line, const struct ucred& cr)
+	{
+		auto text = [](const nlohmann::json& r) { return ControlServer::Answer{r.dump() + "\n", nullptr}; };
+		auto parsed = parse_request(line);
+		if (auto* e = std::get_if<RequestError>(&parsed))
+			return text({{"error", e->message}});
+		const Request& q = std::get<Request>(parsed);
+		try {
+			if (q.cmd == Request::Cmd::Events)
+				return events(q);
+			auto r = handle(q);
+			if (q.cmd != Request::Cmd::Ping && q.cmd != Request::Cmd::Status)
+				spdlog::info("control: {} {} by pid {}", to_string(q.cmd), q.name, cr.pid);
+			if (!r)
+				return text({{"error", r.rejection().first()}, {"errors", r.rejection().lines}});
+			return text(*r);
+		} catch (const std::exception& e) {
+			return text({{"error", e.what()}});
+		}
+	}
+
+	// Sandboxes the configuration declares: made or attached when missing
+	// (a cgroup that does not exist yet is retried at each rescan).
+	void ensure_declared()
+	{
+		for (const auto& d : declared) {
+			if (load_record(paths, d.name))
+				continue;
+			Request q;
+			q.cmd = d.cgroup.empty() ? Request::Cmd::Create : Request::Cmd::Attach;
+			q.name = d.name;
+			q.policy = d.policy;
+			q.audit_log = d.audit_log;
+			q.log_allowed = d.log_allowed;
+			q.cgroup = d.cgroup;
+			std::string error;
+			try {
+				auto r = new_sandbox(q);
+				if (r) {
+					spdlog::info("{} (declared)", r->value("message", ""));
+					declared_errors.erase(d.name);
+					continue;
+				}
+				error = r.rejection().first();
+			} catch (const std::exception& e) {
+				error = e.what();
+			}
+			std::string& last = declared_errors[d.name];
+			if (last != error)
+				spdlog::error("declared sandbox {}: {}", d.name, error);
+			last = error;
+		}
+	}
+
+	// Takes up sandboxes that nobody runs, lets go of those that are gone.
+	void rescan()
+	{
+		auto records = load_records(paths);
+		std::map<std::string, const SandboxRecord*> by_name;
+		for (const auto& r : records)
+			by_name[r.name] = &r;
+		for (auto it = sups.begin(); it != sups.end();) {
+			if (!by_name.count(it->first)) {
+				forget(*it->second);
+				spdlog::info("{}: gone; no longer supervised", it->first);
+				it = sups.erase(it);
+			} else {
+				++it;
+			}
+		}
+		if (records.empty())
+			return;
+		if (!k) {
+			try {
+				k.emplace(kernel::Kernel::adopt(paths.bpf_dir));
+			} catch (const std::exception& e) {
+				spdlog::warn("cannot adopt the pinned programs yet: {}", e.what());
+				return;
+			}
+		}
+		for (const auto& r : records) {
+			// A runner supervises its own sandbox, unless it was made through the daemon.
+			if (sups.count(r.name) || (runner_alive(r) && !r.managed))
+				continue;
+			// The policy text the live bank was compiled from names the rules in events.
+			auto parsed = parse_policy_file(paths.policy_copy(r.name, r.bank));
+			try {
+				auto sup = std::make_unique<Supervisor>(*k, paths, r, parsed.policy.value_or(Policy{}));
+				sup->audit().tee([this](const std::string& sb, const std::string& line) { publish(sb, line); });
+				policies.watch_file(r.policy_file);
+				if (metrics) {
+					sup->on_frozen = [m = metrics](double s) { m->freeze_latency(s); };
+					sup->on_reload = [m = metrics](bool ok) { m->reload(ok); };
+				}
+				// A ring's events wake its own supervisor alone, before any
+				// request: a violation among them is frozen now.
+				loop.add(sup->epoll_fd(), EPOLLIN, [this, name = r.name](uint32_t) {
+					if (auto it = sups.find(name); it != sups.end())
+						it->second->poll();
+				}, EventLoop::kUrgent);
+				spdlog::info("{}: supervising {} ({})", r.name, r.cgroup,
+					     r.attached ? "attached" : r.managed ? "made through the daemon" : "its runner is gone");
+				sups[r.name] = std::move(sup);
+			} catch (const std::exception& e) {
+				spdlog::warn("{}: cannot supervise: {}", r.name, e.what());
+			}
+		}
+	}
+};
+
+}  // namespace
+
+namespace {
+
+// One daemon per state directory: two would share each ring's reader.
+Fd lock_state_dir(const Paths& paths)
+{
+	make_dirs(paths.state_dir);
+	std::string lock_path = paths.state_dir + "/daemon.lock";
+	Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+	if (!lock.valid())
+		fail_errno("open " + lock_path);
+	if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0)
+		fail("another airlock daemon runs for {} ({} is locked)", paths.state_dir, lock_path);
+	return lock;
+}
+
+// The configuration file, then the command line over it.
+DaemonConfig configure(const DaemonOptions& o)
+{
+	DaemonConfig config;
+	if (!o.config.empty()) {
+		auto loaded = load_daemon_config(o.config);
+		if (!loaded) {
+			const auto& lines = loaded.rejection().lines;
+			for (const auto& l : lines)
+				spdlog::error("{}", l);
+			fail("{}: rejected ({} error{})", o.config, lines.size(), lines.size() == 1 ? "" : "s");
+		}
+		config = *loaded;
+	}
+	if (!o.metrics.empty())
+		config.metrics = o.metrics;
+	if (config.metrics.empty())
+		config.metrics = "127.0.0.1:9464";
+	if (!o.policy_dir.empty())
+		config.policy_dir = o.policy_dir;
+	if (!config.policy_dir.empty()) {
+		std::error_code ec;
+		if (!std::filesystem::is_directory(config.policy_dir, ec))
+			fail("policy directory {}: not a directory", config.policy_dir);
+		config.policy_dir = std::filesystem::absolute(config.policy_dir).lexically_normal().string();
+		while (config.policy_dir.size() > 1 && config.policy_dir.back() == '/')
+			config.policy_dir.pop_back();
+	}
+	if (!o.audit_log.empty())
+		config.audit_log = std::filesystem::absolute(o.audit_log).string();
+	if (config.audit_log.empty())
+		config.audit_log = "/var/log/airlock/audit.jsonl";
+	config.audit_bound = o.audit_bound.over(config.audit_bound);
+	return config;
+}
+
+// SIGHUP: the configuration's sandboxes again, every audit log reopened
+// (after logrotate) and every policy file read again.
+void reread(Daemon& d, const DaemonOptions& o)
+{
+	if (!o.config.empty()) {
+		auto loaded = load_daemon_config(o.config);
+		if (loaded) {
+			d.declared = loaded->sandboxes;
+		} else {
+			for (const auto& l : loaded.rejection().lines)
+				spdlog::error("{}", l);
+			spdlog::error("{}: rejected; the sandboxes it declared before stay", o.config);
+		}
+	}
+	for (auto& [name, sup] : d.sups) {
+		sup->audit().reopen();
+		sup->reload_from_file("SIGHUP to the daemon");
+	}
+	d.ensure_declared();
+}
+
+}  // namespace
+
+int run_daemon(const Paths& paths, const DaemonOptions& o)
+{
+	Fd lock = lock_state_dir(paths);
+	sigset_t mask;
+	sigemptyset(&mask);
+	for (int s : {SIGINT, SIGTERM, SIGHUP})
+		sigaddset(&mask, s);
+	sigprocmask(SIG_BLOCK, &mask, nullptr);
+	Fd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+	if (!sigfd.valid())
+		fail_errno("signalfd");
+
+	DaemonConfig config = configure(o);
+	std::unique_ptr<Metrics> metrics;
+	if (config.metrics != "off") {
+		try {
+			metrics = std::make_unique<Metrics>(paths, config.metrics);
+		} catch (const std::exception& e) {
+			fail("serve metrics on {}: {}", config.metrics, e.what());
+		}
+		spdlog::info("airlock daemon: metrics on http://{}/metrics", config.metrics);
+	}
+	Daemon d(paths, metrics.get());
+	d.policy_dir = config.policy_dir;
+	d.audit_log = config.audit_log;
+	d.audit_bound = config.audit_bound;
+	d.declared = config.sandboxes;
+
+	std::optional<int> exit_status;
+	d.loop.add(sigfd.get(), EPOLLIN, [&](uint32_t) {
+		struct signalfd_siginfo ssi;
+		while (!exit_status && ::read(sigfd.get(), &ssi, sizeof(ssi)) == sizeof(ssi)) {
+			if (ssi.ssi_signo == SIGHUP) {
+				reread(d, o);
+				continue;
+			}
+			spdlog::info("airlock daemon: signal {}, exiting; enforcement stays in the kernel", ssi.ssi_signo);
+			exit_status = kExitOk;
+		}
+	});
+	// A sandbox record written or removed wakes the daemon at once; the
+	// periodic rescan only catches runners that died.
+	make_dirs(paths.state_dir + "/sandboxes");
+	Fd records(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+	if (!records.valid() || ::inotify_add_watch(records.get(), (paths.state_dir + "/sandboxes").c_str(),
+						      IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_CLOSE_WRITE) < 0)
+		fail_errno("watch " + paths.state_dir + "/sandboxes");
+	d.loop.add(records.get(), EPOLLIN, [&](uint32_t) {
+		char buf[4096];
+		while (::read(records.get(), buf, sizeof(buf)) > 0) {
+		}
+		d.rescan();
+		for (auto& [name, sup] : d.sups)
+			sup->poll();
+	});
+	// The control socket: root's alone (mode 0600, and the peer's uid is
+	// checked). Its connections never block the loop: a client that stalls
+	// costs a descriptor until its deadline, not another sandbox's freeze.
+	std::string sock_path = control_socket(paths);
+	Fd listener = ControlServer::listen(sock_path);
+	ControlServer control(
+		d.loop, listener.get(), [&](const struct ucred& cr) { return d.refuse(cr); },
+		[&](const std::string& line, const struct ucred& cr) { return d.serve(line, cr); });
+	spdlog::info("airlock daemon: watching {} (pins {}), control socket {}", paths.state_dir, paths.bpf_dir,
+		     sock_path);
+	if (!d.policy_dir.empty()) {
+		d.policies.watch_dir(d.policy_dir);
+		d.check_policy_dir();
+	}
+	d.rescan();
+	d.ensure_declared();
+	d.loop.every(1000000000ull, [&] {
+		d.rescan();
+		d.ensure_declared();
+	});
+	// Every sandbox at least every 200 ms: a latch set while its ring was
+	// full, a thaw, learned addresses to sweep.
+	d.loop.every(200000000ull, [&] {
+		for (auto& [name, sup] : d.sups)
+			sup->poll();
+		d.prune_subscribers();
+		control.expire(monotonic_ns());
+	});
+	while (!exit_status)
+		d.loop.run_once();
+	::unlink(sock_path.c_str());
+	return *exit_status;
+}
+
+}  // namespace airlock
