@@ -33,9 +33,9 @@
 
 #include <fmt/format.h>
 
-#ifndef BPF_FS_MAGIC
-#define BPF_FS_MAGIC 0xcafe4a11
-#endif
+#include "kernel/kernel.h"
+#include "util/files.h"
+#include "util/mountinfo.h"
 
 namespace it {
 
@@ -79,69 +79,25 @@ std::string sink_script()
 	return source_dir() + "/tests/sink/sink.py";
 }
 
-namespace {
-
-std::string unescape_mount(const std::string& s)
-{
-	std::string out;
-	for (size_t i = 0; i < s.size(); i++) {
-		if (s[i] == '\\' && i + 3 < s.size()) {
-			out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
-			i += 3;
-		} else {
-			out += s[i];
-		}
-	}
-	return out;
-}
-
-// Mount points of a filesystem type, from /proc/self/mountinfo.
-std::vector<std::string> mounts_of(const std::string& fstype, bool root_only)
-{
-	std::ifstream in("/proc/self/mountinfo");
-	std::string line;
-	std::vector<std::string> out;
-	while (std::getline(in, line)) {
-		auto sep = line.find(" - ");
-		if (sep == std::string::npos)
-			continue;
-		std::istringstream tail(line.substr(sep + 3));
-		std::string type;
-		tail >> type;
-		if (type != fstype)
-			continue;
-		std::istringstream head(line.substr(0, sep));
-		std::string id, parent, dev, root, mnt;
-		head >> id >> parent >> dev >> root >> mnt;
-		if (root_only && root != "/")
-			continue;
-		out.push_back(unescape_mount(mnt));
-	}
-	return out;
-}
-
-}  // namespace
-
+// Where cgroup2 and bpffs are: airlock's own mountinfo reader and bpffs
+// check, so that the tests set up exactly what the product would find.
 std::string cgroup2_mount()
 {
 	static std::string cached;
 	if (!cached.empty())
 		return cached;
-	auto m = mounts_of("cgroup2", true);
-	if (m.empty())
-		throw std::runtime_error("no cgroup2 mount in /proc/self/mountinfo");
-	cached = m.front();
-	return cached;
+	for (const auto& m : airlock::read_mountinfo())
+		if (m.fstype == "cgroup2" && m.root == "/") {
+			cached = m.point;
+			return cached;
+		}
+	throw std::runtime_error("no cgroup2 mount in /proc/self/mountinfo");
 }
 
 void ensure_bpffs()
 {
-	for (const auto& m : mounts_of("bpf", false))
-		if (m == "/sys/fs/bpf")
-			return;
 	::mkdir("/sys/fs/bpf", 0700);
-	if (::mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700") != 0 && errno != EBUSY)
-		throw std::runtime_error("mount bpffs at /sys/fs/bpf: " + std::string(strerror(errno)));
+	airlock::kernel::ensure_bpffs("/sys/fs/bpf");
 }
 
 // ---- utilities ---------------------------------------------------------------
@@ -159,12 +115,7 @@ std::string random_hex(size_t n)
 
 std::optional<std::string> try_read_file(const std::string& path)
 {
-	std::ifstream in(path, std::ios::binary);
-	if (!in)
-		return std::nullopt;
-	std::ostringstream ss;
-	ss << in.rdbuf();
-	return ss.str();
+	return airlock::read_file(path);
 }
 
 std::string read_file(const std::string& path)

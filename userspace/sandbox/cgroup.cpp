@@ -169,6 +169,21 @@ void thaw(const std::string& path)
 	write_control(path + "/cgroup.freeze", "0");
 }
 
+Fd open_events(const std::string& path)
+{
+	return Fd(::open((path + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC));
+}
+
+std::optional<Events> read_events(int fd)
+{
+	char buf[256];
+	ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n < 0)
+		return std::nullopt;
+	buf[n] = 0;
+	return parse_events(buf);
+}
+
 namespace {
 
 template <typename Pred>

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "util/fd.h"
+
 namespace airlock::cgroup {
 
 // The cgroup2 mount point, from /proc/self/mountinfo (hybrid hosts mount it
@@ -24,6 +26,10 @@ struct Events {
 	bool frozen = false;
 };
 std::optional<Events> events(const std::string& path);
+// cgroup.events held open to be watched: its descriptor reports EPOLLPRI
+// when the file changes, and each read_events re-arms that.
+Fd open_events(const std::string& path);
+std::optional<Events> read_events(int fd);
 
 void freeze(const std::string& path);
 // Sends SIGCONT to the processes of the subtree, then unfreezes: the kernel

@@ -1,5 +1,6 @@
 #include "sandbox/supervisor.h"
 
+#include <sys/epoll.h>
 #include <time.h>
 
 #include <cstring>
@@ -35,6 +36,14 @@ Supervisor::Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec,
 	rb_ = ring_fd_.valid() ? ring_buffer__new(ring_fd_.get(), ring_cb, this, nullptr) : nullptr;
 	if (!rb_)
 		fail("cannot open the event ring of sandbox {}", rec_.name);
+	ep_.reset(::epoll_create1(EPOLL_CLOEXEC));
+	struct epoll_event ev = {};
+	ev.events = EPOLLIN;
+	if (!ep_.valid() || ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, ring_buffer__epoll_fd(rb_), &ev) != 0) {
+		ring_buffer__free(rb_);
+		rb_ = nullptr;
+		fail_errno("epoll for the event ring of sandbox " + rec_.name);
+	}
 	// What was held back before this supervisor took over was reported
 	// by the one before it (or is in the counters of a fresh slot: zero).
 	al_counters c = k_.counters(rec_.slot);
@@ -225,22 +234,40 @@ void Supervisor::check_latch()
 	start_quarantine();
 	if (!quarantine_started_)
 		return;
+	uint64_t now = monotonic_ns();
+	if (!confirm_deadline_) {
+		confirm_deadline_ = now + kConfirmNs;
+		cg_events_ = cgroup::open_events(rec_.cgroup);
+		struct epoll_event ev = {};
+		ev.events = EPOLLPRI;
+		if (cg_events_.valid())
+			::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, cg_events_.get(), &ev);
+	}
+	auto ev = cg_events_.valid() ? cgroup::read_events(cg_events_.get()) : std::nullopt;
+	bool done = action_ == AL_ON_VIOLATION_KILL ? !ev || !ev->populated : ev && (ev->frozen || !ev->populated);
+	if (!done && now < confirm_deadline_)
+		return;  // the next change of cgroup.events (or the next poll) looks again
+	finish_quarantine(done, k_.latch(rec_.slot).violated_ns);
+}
+
+void Supervisor::finish_quarantine(bool done, uint64_t violated_ns)
+{
+	uint64_t lat = monotonic_ns() - violated_ns;
 	quarantine_started_ = false;
-	al_latch l = k_.latch(rec_.slot);
+	confirm_deadline_ = 0;
+	if (cg_events_.valid())
+		::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, cg_events_.get(), nullptr);
+	cg_events_.reset();
 	if (action_ == AL_ON_VIOLATION_KILL) {
-		bool empty = cgroup::wait_empty(rec_.cgroup, 5s);
-		uint64_t lat = monotonic_ns() - l.violated_ns;
 		state_ = State::Killed;
 		killed_on_violation_ = true;
 		audit_.write(rec_.name, json{{"event", "killed"}, {"by", "policy"}, {"latency_us", lat / 1000},
-					   {"complete", empty}});
+					   {"complete", done}});
 		spdlog::warn("{}: killed on violation, {:.3f} ms after it", rec_.name, lat / 1e6);
 		return;
 	}
-	bool frozen = cgroup::wait_frozen(rec_.cgroup, true, 5s);
-	uint64_t lat = monotonic_ns() - l.violated_ns;
-	if (!frozen) {
-		spdlog::error("{}: cgroup.events did not report frozen 1 within 5 s", rec_.name);
+	if (!done) {
+		spdlog::error("{}: cgroup.events did not report frozen 1 within {} s", rec_.name, kConfirmNs / 1000000000ull);
 		audit_.write(rec_.name, json{{"event", "freeze-failed"}, {"latency_us", lat / 1000}});
 		return;
 	}

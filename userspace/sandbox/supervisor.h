@@ -30,8 +30,9 @@ public:
 	Supervisor(const Supervisor&) = delete;
 	Supervisor& operator=(const Supervisor&) = delete;
 
-	// A descriptor that becomes readable when events are waiting.
-	int epoll_fd() const { return ring_buffer__epoll_fd(rb_); }
+	// A descriptor that becomes readable when events are waiting, or the
+	// cgroup changed while a freeze or kill is being confirmed.
+	int epoll_fd() const { return ep_.get(); }
 	// Reads every waiting event, then looks at the latch, a thaw, expired
 	// learned addresses, and (once a second) what the kernel's event rate
 	// limit held back. Cheap enough to call on every wake-up.
@@ -56,9 +57,12 @@ private:
 	void on_event(const al_event& e, const al_dns_event* dns, const al_unix_event* ux = nullptr);
 	bool terminal_budget();
 	// Writes cgroup.freeze (or cgroup.kill) once the latch is set;
-	// check_latch then waits for it to take and records it.
+	// check_latch then watches cgroup.events, never waiting on it, and
+	// records the outcome: frozen (or emptied) once cgroup.events says so,
+	// failed if it has not within kConfirmNs.
 	void start_quarantine();
 	void check_latch();
+	void finish_quarantine(bool done, uint64_t violated_ns);
 	void check_thawed();
 	void sweep_learned();
 	// One "suppressed" line per hook and reason whose count grew since the
@@ -75,6 +79,10 @@ private:
 	State state_ = State::Running;
 	bool killed_on_violation_ = false;
 	bool quarantine_started_ = false;
+	static constexpr uint64_t kConfirmNs = 5000000000ull;
+	uint64_t confirm_deadline_ = 0;
+	Fd cg_events_;  // cgroup.events, while a quarantine is being confirmed
+	Fd ep_;         // the ring's epoll descriptor and cg_events_
 	uint8_t action_ = AL_ON_VIOLATION_FREEZE;
 	uint64_t window_start_ = 0;
 	unsigned in_window_ = 0, suppressed_ = 0;
