@@ -3,6 +3,7 @@
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -15,11 +16,20 @@
 
 namespace airlock::kernel {
 
+namespace {
+
+struct SkelDestroy {
+	void operator()(airlock_bpf* skel) const { airlock_bpf__destroy(skel); }
+};
+using Skel = std::unique_ptr<airlock_bpf, SkelDestroy>;
+
+}  // namespace
+
 struct Loader {
 	static Kernel load(const std::string& bpf_dir)
 	{
 		libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
-		airlock_bpf* skel = airlock_bpf__open();
+		Skel skel(airlock_bpf__open());
 		if (!skel)
 			fail_errno("open embedded BPF object");
 		// Task helpers in cgroup_skb came after 6.1: probe, or egress events
@@ -62,11 +72,8 @@ struct Loader {
 				     ? "yes (SIGSTOP or SIGKILL in the call)"
 				     : "no, this kernel lacks bpf_send_signal in sock_addr programs (Linux 6.16+); the "
 				       "cgroup freeze stops it");
-		int err = airlock_bpf__load(skel);
-		if (err) {
-			airlock_bpf__destroy(skel);
+		if (int err = airlock_bpf__load(skel.get()))
 			fail_errno("load BPF programs (is this kernel 6.1+ with BTF, and are you root?)", -err);
-		}
 		Kernel k;
 		k.bpf_dir_ = bpf_dir;
 		auto dup = [](int fd) {
@@ -105,10 +112,8 @@ struct Loader {
 					bpf_link__disconnect(link);  // the pin holds it attached
 					bpf_link__destroy(link);
 				}
-				if (err) {
-					airlock_bpf__destroy(skel);
+				if (err)
 					fail_errno("attach and pin " + pin, -err);
-				}
 			}
 		}
 		k.progs_[SockCreate] = dup(bpf_program__fd(skel->progs.al_sock_create));
@@ -122,7 +127,6 @@ struct Loader {
 			k.progs_[ConnectUnix] = dup(bpf_program__fd(skel->progs.al_connect_unix));
 			k.progs_[SendmsgUnix] = dup(bpf_program__fd(skel->progs.al_sendmsg_unix));
 		}
-		airlock_bpf__destroy(skel);
 		return k;
 	}
 };
