@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 5
+#define AL_ABI_VERSION 6
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -56,6 +56,24 @@
 #define AL_UNIX_KEY_FIXED_BITS 40  /* policy id and kind in front of a path */
 #define AL_UNIX_BOUND_PER_SANDBOX 1024 /* abstract names a sandbox bound itself */
 #define AL_UNIX_BINDING_MAX 8192   /* binds in progress, all sandboxes */
+
+/* The maps of bpf/maps.bpf.h, in two lists: X(NAME) is the map al_NAME.
+ * Those the agent pins as maps/al_NAME: the agent's table of descriptors,
+ * the pin names and the loader's copies of the skeleton's descriptors are
+ * made from this list; an agent adopting pins finds everything it needs
+ * there, the templates of the inner maps it creates per slot included. */
+#define AL_PINNED_MAPS(X) \
+	X(config) X(sandboxes) X(rules) X(latch) X(counters) X(flood) X(rings) \
+	X(rcu_sync) X(rcu_inner) X(names) X(dns) X(dns_state) X(pending) X(learned) \
+	X(unix_exact) X(unix_prefix) X(unix_bound) X(unix_binding) \
+	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template)
+/* Per-CPU working memory of the programs, never pinned: only the programs
+ * use it. The loader fails to compile if a map of the object is in neither
+ * list, or a listed map is not in the object. */
+#define AL_SCRATCH_MAPS(X) X(scratch) X(keybuf) X(unix_buf)
+
+/* The number of entries of a list: (0 LIST(AL_COUNT_ONE)). */
+#define AL_COUNT_ONE(...) +1
 
 /* Address families as stored in keys and events (not AF_* values). */
 enum al_family {
