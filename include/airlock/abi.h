@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 5
+#define AL_ABI_VERSION 6
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -57,6 +57,24 @@
 #define AL_UNIX_BOUND_PER_SANDBOX 1024 /* abstract names a sandbox bound itself */
 #define AL_UNIX_BINDING_MAX 8192   /* binds in progress, all sandboxes */
 
+/* The maps of bpf/maps.bpf.h, in two lists: X(NAME) is the map al_NAME.
+ * Those the agent pins as maps/al_NAME: the agent's table of descriptors,
+ * the pin names and the loader's copies of the skeleton's descriptors are
+ * made from this list; an agent adopting pins finds everything it needs
+ * there, the templates of the inner maps it creates per slot included. */
+#define AL_PINNED_MAPS(X) \
+	X(config) X(sandboxes) X(rules) X(latch) X(counters) X(flood) X(rings) \
+	X(rcu_sync) X(rcu_inner) X(names) X(dns) X(dns_state) X(pending) X(learned) \
+	X(unix_exact) X(unix_prefix) X(unix_bound) X(unix_binding) \
+	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template)
+/* Per-CPU working memory of the programs, never pinned: only the programs
+ * use it. The loader fails to compile if a map of the object is in neither
+ * list, or a listed map is not in the object. */
+#define AL_SCRATCH_MAPS(X) X(scratch) X(keybuf) X(unix_buf)
+
+/* The number of entries of a list: (0 LIST(AL_COUNT_ONE)). */
+#define AL_COUNT_ONE(...) +1
+
 /* Address families as stored in keys and events (not AF_* values). */
 enum al_family {
 	AL_FAMILY_IPV4 = 4,
@@ -76,59 +94,75 @@ enum al_action {
 	AL_ACTION_REFUSE = 2,  /* unix rules: fail the call, no violation (a probe every program makes) */
 };
 
+/* The enums whose values reach audit logs and metrics by name: each
+ * enumerator, its value and its name are one entry of a list, so that none
+ * can be added without its name. AL_ENUMERATOR makes the enum of a list;
+ * the agent makes its name tables of the same lists (events/audit.cpp),
+ * checked at compile time: values from 0 up without a gap, below *_MAX. */
+#define AL_ENUMERATOR(e, v, name) e = v,
+
+#define AL_HOOKS(X) \
+	X(AL_HOOK_SOCK_CREATE, 0, "sock_create") \
+	X(AL_HOOK_CONNECT4, 1, "connect4") \
+	X(AL_HOOK_CONNECT6, 2, "connect6") \
+	X(AL_HOOK_SENDMSG4, 3, "sendmsg4") \
+	X(AL_HOOK_SENDMSG6, 4, "sendmsg6") \
+	X(AL_HOOK_EGRESS, 5, "egress") \
+	X(AL_HOOK_INGRESS, 6, "ingress") \
+	X(AL_HOOK_CONNECT_UNIX, 7, "connect_unix") /* Linux 6.7+ */ \
+	X(AL_HOOK_SENDMSG_UNIX, 8, "sendmsg_unix") /* Linux 6.7+ */ \
+	X(AL_HOOK_SOCKET, 9, "socket")             /* socket(2)/socketpair(2) as they return (a tracepoint) */
+
 enum al_hook {
-	AL_HOOK_SOCK_CREATE = 0,
-	AL_HOOK_CONNECT4 = 1,
-	AL_HOOK_CONNECT6 = 2,
-	AL_HOOK_SENDMSG4 = 3,
-	AL_HOOK_SENDMSG6 = 4,
-	AL_HOOK_EGRESS = 5,
-	AL_HOOK_INGRESS = 6,
-	AL_HOOK_CONNECT_UNIX = 7,  /* Linux 6.7+ */
-	AL_HOOK_SENDMSG_UNIX = 8,  /* Linux 6.7+ */
-	AL_HOOK_SOCKET = 9,        /* socket(2)/socketpair(2) as they return (a tracepoint) */
-	AL_HOOK_MAX = 12,
+	AL_HOOKS(AL_ENUMERATOR)
+	AL_HOOK_MAX = 12, /* dimension of the counters: room for hooks to come, "unknown" until then */
 };
 
+#define AL_VERDICTS(X) \
+	X(AL_VERDICT_ALLOW, 0, "allow") \
+	X(AL_VERDICT_DENY, 1, "deny") \
+	X(AL_VERDICT_AUDIT, 2, "audit") /* would have been denied; mode audit let it through */
+
 enum al_verdict {
-	AL_VERDICT_ALLOW = 0,
-	AL_VERDICT_DENY = 1,
-	AL_VERDICT_AUDIT = 2, /* would have been denied; mode audit let it through */
+	AL_VERDICTS(AL_ENUMERATOR)
 	AL_VERDICT_MAX = 3,
 };
 
+#define AL_REASONS(X) \
+	X(AL_REASON_RULE_ALLOW, 0, "rule-allow")          /* an allow rule matched */ \
+	X(AL_REASON_NO_RULE, 1, "no-rule")                /* default deny */ \
+	X(AL_REASON_RULE_DENY, 2, "rule-deny")            /* a deny rule matched */ \
+	X(AL_REASON_QUARANTINED, 3, "quarantined")        /* the sandbox's latch is set */ \
+	X(AL_REASON_RAW_SOCKET, 4, "raw-socket") \
+	X(AL_REASON_ICMP_SOCKET, 5, "icmp-socket")        /* ping socket without an ICMP rule */ \
+	X(AL_REASON_SOURCE_ROUTE, 6, "source-route")      /* IPv4 LSRR/SSRR option */ \
+	X(AL_REASON_ROUTING_HEADER, 7, "routing-header")  /* IPv6 routing header */ \
+	X(AL_REASON_FRAGMENT, 8, "fragment")              /* a fragment reached cgroup egress */ \
+	X(AL_REASON_MALFORMED, 9, "malformed")            /* headers the parser could not walk */ \
+	X(AL_REASON_NO_SANDBOX, 10, "no-sandbox")         /* program ran, no sandbox entry: fail closed */ \
+	X(AL_REASON_PROTOCOL, 11, "protocol")             /* an L4 protocol no rule can name */ \
+	X(AL_REASON_DNS_ALLOW, 12, "dns-allow")           /* a query the DNS policy lets out; port 53 to a listed resolver */ \
+	X(AL_REASON_DNS_RESOLVER, 13, "dns-resolver")     /* port 53 to an address that is not a listed resolver */ \
+	X(AL_REASON_DNS_TCP, 14, "dns-tcp")               /* TCP to a resolver while dns.tcp is off */ \
+	X(AL_REASON_DNS_MALFORMED, 15, "dns-malformed")   /* a query the parser could not fully validate */ \
+	X(AL_REASON_DNS_NAME, 16, "dns-name")             /* no allow rule for the queried name */ \
+	X(AL_REASON_DNS_TYPE, 17, "dns-type")             /* query type (or class) not listed */ \
+	X(AL_REASON_DNS_LENGTH, 18, "dns-length")         /* name or label over the policy's limits */ \
+	X(AL_REASON_DNS_RATE, 19, "dns-rate")             /* over the sandbox's query budget */ \
+	X(AL_REASON_DNS_TABLE, 20, "dns-table")           /* no room to remember the query: its answer could not be matched */ \
+	X(AL_REASON_LEARNED, 21, "learned")               /* allowed: an address learned from an answer to an allowed name */ \
+	X(AL_REASON_DNS_UNSOLICITED, 22, "dns-unsolicited") /* ingress: an answer no query of the sandbox asked for */ \
+	X(AL_REASON_DNS_EDNS, 23, "dns-edns")             /* the additional section is not one OPT record the policy allows */ \
+	X(AL_REASON_DNS_OFF_CHAIN, 24, "dns-off-chain")   /* ingress: a record whose owner is not the question's CNAME chain */ \
+	X(AL_REASON_UNIX_PATH, 25, "unix-path")           /* a unix path that cannot be judged by its name: relative, or with //, /./, /../ */ \
+	X(AL_REASON_UNIX_SCOPED, 26, "unix-scoped")       /* allowed: an autobound abstract name, which Landlock lets reach only the sandbox's own sockets */ \
+	X(AL_REASON_BUSY, 27, "busy")                     /* no working memory free on this CPU: fail closed */ \
+	X(AL_REASON_REFUSED, 28, "refused")               /* a refuse rule: failed, counted, not a violation */ \
+	X(AL_REASON_UNIX_OWN, 29, "unix-own")             /* allowed: an abstract name a process of the sandbox bound */ \
+	X(AL_REASON_FAMILY, 30, "family")                 /* a socket family the policy does not list (al_event.port holds AF_x) */
+
 enum al_reason {
-	AL_REASON_RULE_ALLOW = 0,    /* an allow rule matched */
-	AL_REASON_NO_RULE = 1,       /* default deny */
-	AL_REASON_RULE_DENY = 2,     /* a deny rule matched */
-	AL_REASON_QUARANTINED = 3,   /* the sandbox's latch is set */
-	AL_REASON_RAW_SOCKET = 4,
-	AL_REASON_ICMP_SOCKET = 5,   /* ping socket without an ICMP rule */
-	AL_REASON_SOURCE_ROUTE = 6,  /* IPv4 LSRR/SSRR option */
-	AL_REASON_ROUTING_HEADER = 7,/* IPv6 routing header */
-	AL_REASON_FRAGMENT = 8,      /* a fragment reached cgroup egress */
-	AL_REASON_MALFORMED = 9,     /* headers the parser could not walk */
-	AL_REASON_NO_SANDBOX = 10,   /* program ran, no sandbox entry: fail closed */
-	AL_REASON_PROTOCOL = 11,     /* an L4 protocol no rule can name */
-	AL_REASON_DNS_ALLOW = 12,    /* a query the DNS policy lets out; port 53 to a listed resolver */
-	AL_REASON_DNS_RESOLVER = 13, /* port 53 to an address that is not a listed resolver */
-	AL_REASON_DNS_TCP = 14,      /* TCP to a resolver while dns.tcp is off */
-	AL_REASON_DNS_MALFORMED = 15,/* a query the parser could not fully validate */
-	AL_REASON_DNS_NAME = 16,     /* no allow rule for the queried name */
-	AL_REASON_DNS_TYPE = 17,     /* query type (or class) not listed */
-	AL_REASON_DNS_LENGTH = 18,   /* name or label over the policy's limits */
-	AL_REASON_DNS_RATE = 19,     /* over the sandbox's query budget */
-	AL_REASON_DNS_TABLE = 20,    /* no room to remember the query: its answer could not be matched */
-	AL_REASON_LEARNED = 21,      /* allowed: an address learned from an answer to an allowed name */
-	AL_REASON_DNS_UNSOLICITED = 22, /* ingress: an answer no query of the sandbox asked for */
-	AL_REASON_DNS_EDNS = 23,     /* the additional section is not one OPT record the policy allows */
-	AL_REASON_DNS_OFF_CHAIN = 24,/* ingress: a record whose owner is not the question's CNAME chain */
-	AL_REASON_UNIX_PATH = 25,    /* a unix path that cannot be judged by its name: relative, or with //, /./, /../ */
-	AL_REASON_UNIX_SCOPED = 26,  /* allowed: an autobound abstract name, which Landlock lets reach only the sandbox's own sockets */
-	AL_REASON_BUSY = 27,         /* no working memory free on this CPU: fail closed */
-	AL_REASON_REFUSED = 28,      /* a refuse rule: failed, counted, not a violation */
-	AL_REASON_UNIX_OWN = 29,     /* allowed: an abstract name a process of the sandbox bound */
-	AL_REASON_FAMILY = 30,       /* a socket family the policy does not list (al_event.port holds AF_x) */
+	AL_REASONS(AL_ENUMERATOR)
 	AL_REASON_MAX = 31,
 };
 
@@ -378,11 +412,15 @@ struct al_flood {
 
 /* al_event.signal: what the program did to the task of a sock_addr or
  * sock_create decision that set the latch, before user space heard of it. */
+#define AL_EVENT_SIGNALS(X) \
+	X(AL_SIGNAL_NONE, 0, "")                 /* nothing: never written out */ \
+	X(AL_SIGNAL_STOPPED, 1, "stopped")       /* SIGSTOP: the task stops when the call returns */ \
+	X(AL_SIGNAL_KILLED, 2, "killed")         /* SIGKILL: the task dies in the call */ \
+	X(AL_SIGNAL_FAILED, 3, "signal-failed")  /* bpf_send_signal failed */
+
 enum al_event_signal {
-	AL_SIGNAL_NONE = 0,
-	AL_SIGNAL_STOPPED = 1, /* SIGSTOP: the task stops when the call returns */
-	AL_SIGNAL_KILLED = 2,  /* SIGKILL: the task dies in the call */
-	AL_SIGNAL_FAILED = 3,  /* bpf_send_signal failed */
+	AL_EVENT_SIGNALS(AL_ENUMERATOR)
+	AL_SIGNAL_MAX = 4,
 };
 
 enum al_event_kind {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <utility>
 
@@ -23,81 +24,56 @@ namespace airlock {
 
 using nlohmann::json;
 
-const char* hook_name(unsigned hook)
-{
-	switch (hook) {
-	case AL_HOOK_SOCK_CREATE: return "sock_create";
-	case AL_HOOK_CONNECT4: return "connect4";
-	case AL_HOOK_CONNECT6: return "connect6";
-	case AL_HOOK_SENDMSG4: return "sendmsg4";
-	case AL_HOOK_SENDMSG6: return "sendmsg6";
-	case AL_HOOK_EGRESS: return "egress";
-	case AL_HOOK_INGRESS: return "ingress";
-	case AL_HOOK_CONNECT_UNIX: return "connect_unix";
-	case AL_HOOK_SENDMSG_UNIX: return "sendmsg_unix";
-	case AL_HOOK_SOCKET: return "socket";
-	}
-	return "unknown";
-}
+namespace {
 
-const char* verdict_name(unsigned verdict)
-{
-	switch (verdict) {
-	case AL_VERDICT_ALLOW: return "allow";
-	case AL_VERDICT_DENY: return "deny";
-	case AL_VERDICT_AUDIT: return "audit";
+// The names of an enum's values, from its list in airlock/abi.h (each
+// X(enumerator, value, name)). Checked as it is made, at compile time: every
+// value below N (the enum's *_MAX) at most once, and, unless the list may
+// leave room (al_hook's counters have slots for hooks to come), every value
+// below N named: adding an enumerator without its name, or past *_MAX,
+// does not compile. A value without a name is "unknown".
+template <size_t N>
+class Names {
+public:
+	struct Entry {
+		unsigned value;
+		const char* name;
+	};
+	template <size_t M>
+	consteval Names(const Entry (&list)[M], bool room = false)
+	{
+		if (!room && M != N)
+			throw "the list does not name every value below *_MAX";
+		for (const auto& e : list) {
+			if (e.value >= N)
+				throw "a value at or past *_MAX";
+			if (names_[e.value])
+				throw "two enumerators of one value";
+			names_[e.value] = e.name;
+		}
+		for (size_t v = 0; v < M; v++)
+			if (!names_[v])
+				throw "a gap in the values";
 	}
-	return "unknown";
-}
+	const char* operator()(unsigned v) const { return v < N && names_[v] ? names_[v] : "unknown"; }
 
-const char* reason_name(unsigned reason)
-{
-	switch (reason) {
-	case AL_REASON_RULE_ALLOW: return "rule-allow";
-	case AL_REASON_NO_RULE: return "no-rule";
-	case AL_REASON_RULE_DENY: return "rule-deny";
-	case AL_REASON_QUARANTINED: return "quarantined";
-	case AL_REASON_RAW_SOCKET: return "raw-socket";
-	case AL_REASON_ICMP_SOCKET: return "icmp-socket";
-	case AL_REASON_SOURCE_ROUTE: return "source-route";
-	case AL_REASON_ROUTING_HEADER: return "routing-header";
-	case AL_REASON_FRAGMENT: return "fragment";
-	case AL_REASON_MALFORMED: return "malformed";
-	case AL_REASON_NO_SANDBOX: return "no-sandbox";
-	case AL_REASON_PROTOCOL: return "protocol";
-	case AL_REASON_DNS_ALLOW: return "dns-allow";
-	case AL_REASON_DNS_RESOLVER: return "dns-resolver";
-	case AL_REASON_DNS_TCP: return "dns-tcp";
-	case AL_REASON_DNS_MALFORMED: return "dns-malformed";
-	case AL_REASON_DNS_NAME: return "dns-name";
-	case AL_REASON_DNS_TYPE: return "dns-type";
-	case AL_REASON_DNS_LENGTH: return "dns-length";
-	case AL_REASON_DNS_RATE: return "dns-rate";
-	case AL_REASON_DNS_TABLE: return "dns-table";
-	case AL_REASON_LEARNED: return "learned";
-	case AL_REASON_DNS_UNSOLICITED: return "dns-unsolicited";
-	case AL_REASON_DNS_EDNS: return "dns-edns";
-	case AL_REASON_DNS_OFF_CHAIN: return "dns-off-chain";
-	case AL_REASON_UNIX_PATH: return "unix-path";
-	case AL_REASON_UNIX_SCOPED: return "unix-scoped";
-	case AL_REASON_BUSY: return "busy";
-	case AL_REASON_REFUSED: return "refused";
-	case AL_REASON_UNIX_OWN: return "unix-own";
-	case AL_REASON_FAMILY: return "family";
-	}
-	return "unknown";
-}
+private:
+	std::array<const char*, N> names_{};
+};
 
-const char* signal_name(unsigned signal)
-{
-	switch (signal) {
-	case AL_SIGNAL_NONE: return "";
-	case AL_SIGNAL_STOPPED: return "stopped";
-	case AL_SIGNAL_KILLED: return "killed";
-	case AL_SIGNAL_FAILED: return "signal-failed";
-	}
-	return "unknown";
-}
+#define AL_NAME_ENTRY(e, v, name) {e, name},
+constexpr Names<AL_HOOK_MAX> kHookNames({AL_HOOKS(AL_NAME_ENTRY)}, true);
+constexpr Names<AL_VERDICT_MAX> kVerdictNames({AL_VERDICTS(AL_NAME_ENTRY)});
+constexpr Names<AL_REASON_MAX> kReasonNames({AL_REASONS(AL_NAME_ENTRY)});
+constexpr Names<AL_SIGNAL_MAX> kSignalNames({AL_EVENT_SIGNALS(AL_NAME_ENTRY)});
+#undef AL_NAME_ENTRY
+
+}  // namespace
+
+const char* hook_name(unsigned hook) { return kHookNames(hook); }
+const char* verdict_name(unsigned verdict) { return kVerdictNames(verdict); }
+const char* reason_name(unsigned reason) { return kReasonNames(reason); }
+const char* signal_name(unsigned signal) { return kSignalNames(signal); }
 
 std::string protocol_name(unsigned p)
 {

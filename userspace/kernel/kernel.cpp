@@ -24,35 +24,18 @@ Kernel load_embedded(const std::string& bpf_dir);  // loader.cpp
 uint64_t embedded_object_id();                     // loader.cpp
 
 const std::array<ProgSpec, ProgCount> kProgs = {{
-	{"al_sock_create", BPF_CGROUP_INET_SOCK_CREATE},
-	{"al_connect4", BPF_CGROUP_INET4_CONNECT},
-	{"al_connect6", BPF_CGROUP_INET6_CONNECT},
-	{"al_sendmsg4", BPF_CGROUP_UDP4_SENDMSG},
-	{"al_sendmsg6", BPF_CGROUP_UDP6_SENDMSG},
-	{"al_egress", BPF_CGROUP_INET_EGRESS},
-	{"al_ingress", BPF_CGROUP_INET_INGRESS},
-	// Values of Linux 6.7's uapi, newer than the headers this builds with.
-	{"al_connect_unix", static_cast<bpf_attach_type>(49)},  // BPF_CGROUP_UNIX_CONNECT
-	{"al_sendmsg_unix", static_cast<bpf_attach_type>(50)},  // BPF_CGROUP_UNIX_SENDMSG
+#define AL_PROG_SPEC(e, name, attach) {"al_" #name, attach},
+	AL_CGROUP_PROGS(AL_PROG_SPEC)
+#undef AL_PROG_SPEC
+}};
+
+const std::array<MapPin, kMapPinCount> kMapPins = {{
+#define AL_MAP_PIN(name) {"al_" #name, &Maps::name},
+	AL_PINNED_MAPS(AL_MAP_PIN)
+#undef AL_MAP_PIN
 }};
 
 namespace {
-
-struct MapPin {
-	const char* name;
-	Fd Maps::*field;
-};
-const MapPin kMapPins[] = {
-	{"al_config", &Maps::config},       {"al_sandboxes", &Maps::sandboxes},
-	{"al_rules", &Maps::rules},         {"al_latch", &Maps::latch},
-	{"al_counters", &Maps::counters},   {"al_rings", &Maps::rings},
-	{"al_rcu_sync", &Maps::rcu_sync},   {"al_rcu_inner", &Maps::rcu_inner},
-	{"al_names", &Maps::names},         {"al_dns", &Maps::dns},
-	{"al_dns_state", &Maps::dns_state}, {"al_pending", &Maps::pending},
-	{"al_learned", &Maps::learned},       {"al_unix_exact", &Maps::unix_exact},
-	{"al_unix_prefix", &Maps::unix_prefix}, {"al_unix_bound", &Maps::unix_bound},
-	{"al_unix_binding", &Maps::unix_binding}, {"al_flood", &Maps::flood},
-};
 
 bool on_bpffs(const std::string& path)
 {
@@ -121,42 +104,11 @@ void ensure_bpffs(const std::string& bpf_dir)
 	fail("{} is not on a bpf filesystem (mount -t bpf bpf DIR)", bpf_dir);
 }
 
-Kernel Kernel::open_pins(const std::string& bpf_dir)
-{
-	Kernel k;
-	k.bpf_dir_ = bpf_dir;
-	k.adopted_ = true;
-	for (const auto& m : kMapPins)
-		k.maps_.*(m.field) = obj_get(maps_dir(bpf_dir) + "/" + m.name);
-	for (int i = 0; i < ProgCount; i++) {
-		std::string pin = progs_dir(bpf_dir) + "/" + kProgs[i].name;
-		if (prog_optional(i) && !std::filesystem::exists(pin))
-			continue;  // loaded on a kernel without this hook
-		k.progs_[i] = obj_get(pin);
-	}
-	al_config cfg = k.config();
-	if (cfg.abi_version != AL_ABI_VERSION)
-		fail("programs pinned under {} speak ABI {}, this airlock speaks {}: remove the sandboxes and the pins first",
-		     bpf_dir, cfg.abi_version, AL_ABI_VERSION);
-	return k;
-}
-
-Kernel Kernel::adopt(const std::string& bpf_dir)
-{
-	if (!std::filesystem::exists(progs_dir(bpf_dir) + "/" + kProgs[Egress].name))
-		fail("nothing is pinned under {}", bpf_dir);
-	return open_pins(bpf_dir);
-}
-
 namespace {
 
-// What the pinned config says, without the checks of open_pins.
-std::optional<al_config> pinned_config(const std::string& bpf_dir)
+// What a config map holds, if it is one of this layout.
+std::optional<al_config> read_config(int fd)
 {
-	int fd = bpf_obj_get((maps_dir(bpf_dir) + "/al_config").c_str());
-	if (fd < 0)
-		return std::nullopt;
-	Fd owned(fd);
 	bpf_map_info info{};
 	uint32_t len = sizeof(info);
 	if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0 || info.value_size > sizeof(al_config))
@@ -168,7 +120,49 @@ std::optional<al_config> pinned_config(const std::string& bpf_dir)
 	return cfg;
 }
 
+// What the pinned config says, without the checks of open_pins.
+std::optional<al_config> pinned_config(const std::string& bpf_dir)
+{
+	int fd = bpf_obj_get((maps_dir(bpf_dir) + "/al_config").c_str());
+	if (fd < 0)
+		return std::nullopt;
+	Fd owned(fd);
+	return read_config(fd);
+}
+
 }  // namespace
+
+Kernel Kernel::open_pins(const std::string& bpf_dir)
+{
+	Kernel k;
+	k.bpf_dir_ = bpf_dir;
+	k.adopted_ = true;
+	// The version first: the pins of another ABI need not have this one's maps.
+	k.maps_.config = obj_get(maps_dir(bpf_dir) + "/al_config");
+	auto cfg = read_config(k.maps_.config.get());
+	if (!cfg)
+		fail("cannot read the al_config pinned under {}: remove the sandboxes and the pins first", bpf_dir);
+	if (cfg->abi_version != AL_ABI_VERSION)
+		fail("programs pinned under {} speak ABI {}, this airlock speaks {}: remove the sandboxes and the pins first",
+		     bpf_dir, cfg->abi_version, AL_ABI_VERSION);
+	for (const auto& m : kMapPins)
+		if (!(k.maps_.*(m.field)).valid())
+			k.maps_.*(m.field) = obj_get(maps_dir(bpf_dir) + "/" + m.name);
+	for (int i = 0; i < ProgCount; i++) {
+		std::string pin = progs_dir(bpf_dir) + "/" + kProgs[i].name;
+		if (prog_optional(i) && !std::filesystem::exists(pin))
+			continue;  // loaded on a kernel without this hook
+		k.progs_[i] = obj_get(pin);
+	}
+	return k;
+}
+
+Kernel Kernel::adopt(const std::string& bpf_dir)
+{
+	if (!std::filesystem::exists(progs_dir(bpf_dir) + "/" + kProgs[Egress].name))
+		fail("nothing is pinned under {}", bpf_dir);
+	return open_pins(bpf_dir);
+}
 
 Kernel Kernel::load_or_adopt(const std::string& bpf_dir, bool idle)
 {
@@ -424,14 +418,48 @@ void Kernel::reset_counters(uint32_t slot)
 		fail_errno(fmt::format("reset the event rate limit of slot {}", slot));
 }
 
+namespace {
+
+// A new map of the template's shape: type, key and value sizes, entries,
+// flags, and its BTF types if it has any.
+Fd create_like(int tmpl, const char* name, const std::string& what)
+{
+	bpf_map_info info{};
+	uint32_t len = sizeof(info);
+	if (bpf_obj_get_info_by_fd(tmpl, &info, &len) != 0)
+		fail_errno("read the template of " + what);
+	Fd btf;
+	if (info.btf_key_type_id || info.btf_value_type_id) {
+		int fd = bpf_btf_get_fd_by_id(info.btf_id);
+		if (fd < 0)
+			fail_errno("read the BTF of the template of " + what);
+		btf = Fd(fd);
+	}
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .btf_fd = static_cast<uint32_t>(btf.valid() ? btf.get() : 0),
+		    .btf_key_type_id = info.btf_key_type_id, .btf_value_type_id = info.btf_value_type_id,
+		    .map_flags = info.map_flags, .map_extra = info.map_extra);
+	int fd = bpf_map_create(static_cast<bpf_map_type>(info.type), name, info.key_size, info.value_size,
+				info.max_entries, &opts);
+	if (fd < 0)
+		fail_errno("create " + what);
+	return Fd(fd);
+}
+
+// Puts an inner map at slot of an array of maps.
+void install(int outer, uint32_t slot, const Fd& inner, const std::string& what)
+{
+	int fd = inner.get();
+	if (bpf_map_update_elem(outer, &slot, &fd, BPF_ANY) != 0)
+		fail_errno("install " + what);
+}
+
+}  // namespace
+
 Fd Kernel::create_ring(uint32_t slot)
 {
-	int fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "al_ring", 0, 0, AL_RING_BYTES, nullptr);
-	if (fd < 0)
-		fail_errno(fmt::format("create ring buffer for slot {}", slot));
-	Fd ring(fd);
-	if (bpf_map_update_elem(maps_.rings.get(), &slot, &fd, BPF_ANY) != 0)
-		fail_errno(fmt::format("install ring buffer for slot {}", slot));
+	std::string what = fmt::format("ring buffer for slot {}", slot);
+	Fd ring = create_like(maps_.ring_template.get(), "al_ring", what);
+	install(maps_.rings.get(), slot, ring, what);
 	return ring;
 }
 
@@ -448,22 +476,12 @@ void Kernel::delete_ring(uint32_t slot)
 
 void Kernel::create_dns_tables(uint32_t slot)
 {
-	// Same shapes as al_pending_template and al_learned_template.
-	int pending = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "al_pend", sizeof(al_pending_key), sizeof(al_pending),
-				     AL_PENDING_PER_SANDBOX, nullptr);
-	if (pending < 0)
-		fail_errno(fmt::format("create the pending-query table of slot {}", slot));
-	Fd p(pending);
-	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
-	int learned = bpf_map_create(BPF_MAP_TYPE_HASH, "al_learn", sizeof(al_learned_key), sizeof(al_learned),
-				     AL_LEARNED_PER_SANDBOX, &opts);
-	if (learned < 0)
-		fail_errno(fmt::format("create the learned-address table of slot {}", slot));
-	Fd l(learned);
-	if (bpf_map_update_elem(maps_.pending.get(), &slot, &pending, BPF_ANY) != 0)
-		fail_errno(fmt::format("install the pending-query table of slot {}", slot));
-	if (bpf_map_update_elem(maps_.learned.get(), &slot, &learned, BPF_ANY) != 0)
-		fail_errno(fmt::format("install the learned-address table of slot {}", slot));
+	std::string pending_what = fmt::format("the pending-query table of slot {}", slot);
+	std::string learned_what = fmt::format("the learned-address table of slot {}", slot);
+	Fd pending = create_like(maps_.pending_template.get(), "al_pend", pending_what);
+	Fd learned = create_like(maps_.learned_template.get(), "al_learn", learned_what);
+	install(maps_.pending.get(), slot, pending, pending_what);
+	install(maps_.learned.get(), slot, learned, learned_what);
 	al_dns_state st{};
 	if (bpf_map_update_elem(maps_.dns_state.get(), &slot, &st, BPF_ANY) != 0)
 		fail_errno(fmt::format("reset the query budget of slot {}", slot));
@@ -471,15 +489,8 @@ void Kernel::create_dns_tables(uint32_t slot)
 
 void Kernel::create_unix_table(uint32_t slot)
 {
-	// The shape of al_unix_bound_template.
-	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
-	int fd = bpf_map_create(BPF_MAP_TYPE_HASH, "al_ubound", sizeof(al_unix_bound_key), sizeof(uint32_t),
-				AL_UNIX_BOUND_PER_SANDBOX, &opts);
-	if (fd < 0)
-		fail_errno(fmt::format("create the bound-name table of slot {}", slot));
-	Fd t(fd);
-	if (bpf_map_update_elem(maps_.unix_bound.get(), &slot, &fd, BPF_ANY) != 0)
-		fail_errno(fmt::format("install the bound-name table of slot {}", slot));
+	std::string what = fmt::format("the bound-name table of slot {}", slot);
+	install(maps_.unix_bound.get(), slot, create_like(maps_.unix_bound_template.get(), "al_ubound", what), what);
 }
 
 void Kernel::delete_unix_table(uint32_t slot)

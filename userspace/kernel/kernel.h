@@ -17,7 +17,27 @@
 
 namespace airlock::kernel {
 
-enum Prog { SockCreate, Connect4, Connect6, Sendmsg4, Sendmsg6, Egress, Ingress, ConnectUnix, SendmsgUnix, ProgCount };
+// The programs attached to each sandbox's cgroup, in one list: X(Enumerator,
+// NAME, attach type) is the BPF function al_NAME, pinned as progs/al_NAME.
+// The Prog enum, kProgs and the loader's copies are made from it.
+#define AL_CGROUP_PROGS(X) \
+	X(SockCreate, sock_create, BPF_CGROUP_INET_SOCK_CREATE) \
+	X(Connect4, connect4, BPF_CGROUP_INET4_CONNECT) \
+	X(Connect6, connect6, BPF_CGROUP_INET6_CONNECT) \
+	X(Sendmsg4, sendmsg4, BPF_CGROUP_UDP4_SENDMSG) \
+	X(Sendmsg6, sendmsg6, BPF_CGROUP_UDP6_SENDMSG) \
+	X(Egress, egress, BPF_CGROUP_INET_EGRESS) \
+	X(Ingress, ingress, BPF_CGROUP_INET_INGRESS) \
+	/* Values of Linux 6.7's uapi, newer than the headers this builds with. */ \
+	X(ConnectUnix, connect_unix, static_cast<bpf_attach_type>(49)) /* BPF_CGROUP_UNIX_CONNECT */ \
+	X(SendmsgUnix, sendmsg_unix, static_cast<bpf_attach_type>(50)) /* BPF_CGROUP_UNIX_SENDMSG */
+
+enum Prog {
+#define AL_PROG_ENUMERATOR(e, name, attach) e,
+	AL_CGROUP_PROGS(AL_PROG_ENUMERATOR)
+#undef AL_PROG_ENUMERATOR
+	ProgCount
+};
 
 // Programs this kernel may lack: loaded, pinned and attached where it has them.
 inline bool prog_optional(int p) { return p == ConnectUnix || p == SendmsgUnix; }
@@ -31,12 +51,20 @@ struct ProgSpec {
 };
 extern const std::array<ProgSpec, ProgCount> kProgs;
 
-// The maps by pin name, in one place.
+// The pinned maps (AL_PINNED_MAPS in airlock/abi.h), a field each.
 struct Maps {
-	Fd config, sandboxes, rules, latch, counters, flood, rings, rcu_sync, rcu_inner;
-	Fd names, dns, dns_state, pending, learned;
-	Fd unix_exact, unix_prefix, unix_bound, unix_binding;
+#define AL_MAP_FIELD(name) Fd name;
+	AL_PINNED_MAPS(AL_MAP_FIELD)
+#undef AL_MAP_FIELD
 };
+
+// Pin name (al_NAME) and field of each pinned map.
+struct MapPin {
+	const char* name;
+	Fd Maps::*field;
+};
+inline constexpr size_t kMapPinCount = 0 AL_PINNED_MAPS(AL_COUNT_ONE);
+extern const std::array<MapPin, kMapPinCount> kMapPins;
 
 class Kernel {
 public:

@@ -3,6 +3,9 @@
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 
+#include <array>
+#include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -15,11 +18,70 @@
 
 namespace airlock::kernel {
 
+namespace {
+
+// Programs attached once for all sandboxes, their links pinned under
+// tracepoints/ by name: X(NAME, needs the unix hooks) is al_NAME. bind(2)
+// of abstract names, for the unix hooks to tell the sandbox's own sockets;
+// socket(2)/socketpair(2) of families a policy does not list.
+#define AL_TRACEPOINT_PROGS(X) \
+	X(bind_enter_tp, true) X(bind_exit_tp, true) X(socket_exit_tp, false) X(socketpair_exit_tp, false)
+
+// The lists and the object agree, at compile time. Every listed map and
+// program is in the skeleton:
+#define AL_IN_OBJECT(kind, name) \
+	static_assert(std::is_pointer_v<decltype(std::declval<airlock_bpf&>().kind.al_##name)>);
+#define AL_MAP_IN_OBJECT(name) AL_IN_OBJECT(maps, name)
+#define AL_PROG_IN_OBJECT(e, name, ...) AL_IN_OBJECT(progs, name)
+#define AL_TRACEPOINT_IN_OBJECT(name, ...) AL_IN_OBJECT(progs, name)
+AL_PINNED_MAPS(AL_MAP_IN_OBJECT)
+AL_SCRATCH_MAPS(AL_MAP_IN_OBJECT)
+AL_CGROUP_PROGS(AL_PROG_IN_OBJECT)
+AL_TRACEPOINT_PROGS(AL_TRACEPOINT_IN_OBJECT)
+#undef AL_TRACEPOINT_IN_OBJECT
+#undef AL_PROG_IN_OBJECT
+#undef AL_MAP_IN_OBJECT
+#undef AL_IN_OBJECT
+
+// ... and the skeleton has nothing else: as many maps as the two lists and
+// the internal maps libbpf makes of global variables (.rodata, .data, .bss,
+// .kconfig: the skeleton names them without the dot, only when the object
+// has them), as many programs as the two lists. A map or program added to
+// bpf/ without its entry fails here.
+template <typename Maps>
+constexpr size_t internal_maps()
+{
+	return size_t{requires(Maps m) { m.rodata; }} + size_t{requires(Maps m) { m.data; }} +
+	       size_t{requires(Maps m) { m.bss; }} + size_t{requires(Maps m) { m.kconfig; }};
+}
+using SkelMaps = decltype(airlock_bpf::maps);
+static_assert(sizeof(SkelMaps) / sizeof(bpf_map*) ==
+		      kMapPinCount + (0 AL_SCRATCH_MAPS(AL_COUNT_ONE)) + internal_maps<SkelMaps>(),
+	      "a map of bpf/maps.bpf.h is in neither AL_PINNED_MAPS nor AL_SCRATCH_MAPS (airlock/abi.h)");
+static_assert(sizeof(airlock_bpf::progs) / sizeof(bpf_program*) ==
+		      ProgCount + (0 AL_TRACEPOINT_PROGS(AL_COUNT_ONE)),
+	      "a program of bpf/airlock.bpf.c is in neither AL_CGROUP_PROGS (kernel.h) nor AL_TRACEPOINT_PROGS");
+
+struct SkelDestroy {
+	void operator()(airlock_bpf* skel) const { airlock_bpf__destroy(skel); }
+};
+using Skel = std::unique_ptr<airlock_bpf, SkelDestroy>;
+
+Fd dup(int fd)
+{
+	int n = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (n < 0)
+		fail_errno("dup BPF fd");
+	return Fd(n);
+}
+
+}  // namespace
+
 struct Loader {
 	static Kernel load(const std::string& bpf_dir)
 	{
 		libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
-		airlock_bpf* skel = airlock_bpf__open();
+		Skel skel(airlock_bpf__open());
 		if (!skel)
 			fail_errno("open embedded BPF object");
 		// Task helpers in cgroup_skb came after 6.1: probe, or egress events
@@ -27,26 +89,28 @@ struct Loader {
 		skel->rodata->al_skb_task_info =
 			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB, BPF_FUNC_get_current_pid_tgid, nullptr) == 1 &&
 			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB, BPF_FUNC_get_current_comm, nullptr) == 1;
-		// The unix hooks: their attach types where the kernel has them,
-		// otherwise not loaded at all.
-		for (auto [prog, p] : {std::pair{skel->progs.al_connect_unix, ConnectUnix},
-				       std::pair{skel->progs.al_sendmsg_unix, SendmsgUnix}}) {
+		const std::array<bpf_program*, ProgCount> progs = {
+#define AL_SKEL_PROG(e, name, ...) skel->progs.al_##name,
+			AL_CGROUP_PROGS(AL_SKEL_PROG)
+#undef AL_SKEL_PROG
+		};
+		// The unix hooks (the optional ones): their attach types where the
+		// kernel has them, otherwise not loaded at all.
+		for (int p = 0; p < ProgCount; p++) {
+			if (!prog_optional(p))
+				continue;
 			if (kernel_has_unix_hooks())
-				bpf_program__set_expected_attach_type(prog, kProgs[p].attach);
+				bpf_program__set_expected_attach_type(progs[p], kProgs[p].attach);
 			else
-				bpf_program__set_autoload(prog, false);
+				bpf_program__set_autoload(progs[p], false);
 		}
-		// bind(2) of abstract names, for the unix hooks to tell the
-		// sandbox's own sockets: attached once, for every sandbox.
-		// socket(2)/socketpair(2) of unlisted families: on every kernel
-		// with tracefs.
+		// The tracepoints need tracefs; the bind tracker, the unix hooks too.
 		bool tracefs = ensure_tracefs();
-		bool bind_tracker = kernel_has_unix_hooks() && tracefs;
-		std::vector<std::pair<bpf_program*, bool>> tracepoints = {
-			{skel->progs.al_bind_enter_tp, bind_tracker},
-			{skel->progs.al_bind_exit_tp, bind_tracker},
-			{skel->progs.al_socket_exit_tp, tracefs},
-			{skel->progs.al_socketpair_exit_tp, tracefs},
+		const std::vector<std::pair<bpf_program*, bool>> tracepoints = {
+#define AL_SKEL_TRACEPOINT(name, unix_only) \
+	{skel->progs.al_##name, tracefs && (!(unix_only) || kernel_has_unix_hooks())},
+			AL_TRACEPOINT_PROGS(AL_SKEL_TRACEPOINT)
+#undef AL_SKEL_TRACEPOINT
 		};
 		for (auto [prog, on] : tracepoints)
 			if (!on)
@@ -62,37 +126,13 @@ struct Loader {
 				     ? "yes (SIGSTOP or SIGKILL in the call)"
 				     : "no, this kernel lacks bpf_send_signal in sock_addr programs (Linux 6.16+); the "
 				       "cgroup freeze stops it");
-		int err = airlock_bpf__load(skel);
-		if (err) {
-			airlock_bpf__destroy(skel);
+		if (int err = airlock_bpf__load(skel.get()))
 			fail_errno("load BPF programs (is this kernel 6.1+ with BTF, and are you root?)", -err);
-		}
 		Kernel k;
 		k.bpf_dir_ = bpf_dir;
-		auto dup = [](int fd) {
-			int n = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-			if (n < 0)
-				fail_errno("dup BPF fd");
-			return Fd(n);
-		};
-		k.maps_.config = dup(bpf_map__fd(skel->maps.al_config));
-		k.maps_.sandboxes = dup(bpf_map__fd(skel->maps.al_sandboxes));
-		k.maps_.rules = dup(bpf_map__fd(skel->maps.al_rules));
-		k.maps_.latch = dup(bpf_map__fd(skel->maps.al_latch));
-		k.maps_.counters = dup(bpf_map__fd(skel->maps.al_counters));
-		k.maps_.flood = dup(bpf_map__fd(skel->maps.al_flood));
-		k.maps_.rings = dup(bpf_map__fd(skel->maps.al_rings));
-		k.maps_.rcu_sync = dup(bpf_map__fd(skel->maps.al_rcu_sync));
-		k.maps_.rcu_inner = dup(bpf_map__fd(skel->maps.al_rcu_inner));
-		k.maps_.names = dup(bpf_map__fd(skel->maps.al_names));
-		k.maps_.dns = dup(bpf_map__fd(skel->maps.al_dns));
-		k.maps_.dns_state = dup(bpf_map__fd(skel->maps.al_dns_state));
-		k.maps_.pending = dup(bpf_map__fd(skel->maps.al_pending));
-		k.maps_.learned = dup(bpf_map__fd(skel->maps.al_learned));
-		k.maps_.unix_exact = dup(bpf_map__fd(skel->maps.al_unix_exact));
-		k.maps_.unix_prefix = dup(bpf_map__fd(skel->maps.al_unix_prefix));
-		k.maps_.unix_bound = dup(bpf_map__fd(skel->maps.al_unix_bound));
-		k.maps_.unix_binding = dup(bpf_map__fd(skel->maps.al_unix_binding));
+#define AL_DUP_MAP(name) k.maps_.name = dup(bpf_map__fd(skel->maps.al_##name));
+		AL_PINNED_MAPS(AL_DUP_MAP)
+#undef AL_DUP_MAP
 		if (tracefs) {
 			make_dirs(tracepoints_dir(bpf_dir));
 			for (auto [prog, on] : tracepoints) {
@@ -105,24 +145,13 @@ struct Loader {
 					bpf_link__disconnect(link);  // the pin holds it attached
 					bpf_link__destroy(link);
 				}
-				if (err) {
-					airlock_bpf__destroy(skel);
+				if (err)
 					fail_errno("attach and pin " + pin, -err);
-				}
 			}
 		}
-		k.progs_[SockCreate] = dup(bpf_program__fd(skel->progs.al_sock_create));
-		k.progs_[Connect4] = dup(bpf_program__fd(skel->progs.al_connect4));
-		k.progs_[Connect6] = dup(bpf_program__fd(skel->progs.al_connect6));
-		k.progs_[Sendmsg4] = dup(bpf_program__fd(skel->progs.al_sendmsg4));
-		k.progs_[Sendmsg6] = dup(bpf_program__fd(skel->progs.al_sendmsg6));
-		k.progs_[Egress] = dup(bpf_program__fd(skel->progs.al_egress));
-		k.progs_[Ingress] = dup(bpf_program__fd(skel->progs.al_ingress));
-		if (kernel_has_unix_hooks()) {
-			k.progs_[ConnectUnix] = dup(bpf_program__fd(skel->progs.al_connect_unix));
-			k.progs_[SendmsgUnix] = dup(bpf_program__fd(skel->progs.al_sendmsg_unix));
-		}
-		airlock_bpf__destroy(skel);
+		for (int p = 0; p < ProgCount; p++)
+			if (bpf_program__autoload(progs[p]))
+				k.progs_[p] = dup(bpf_program__fd(progs[p]));
 		return k;
 	}
 };
