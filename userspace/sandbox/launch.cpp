@@ -435,9 +435,8 @@ std::vector<std::string> unix_prefix_dirs(const Policy& p)
 			continue;
 		// "/run/agent/" and "/run/agent/x-" are both under /run/agent.
 		const std::string& b = r.unix_target->bytes;
-		std::string dir = b.substr(0, b.rfind('/'));
-		if (dir.empty())
-			dir = "/";
+		size_t slash = b.rfind('/');
+		std::string dir = slash == 0 || slash == std::string::npos ? std::string("/") : std::string(b.data(), slash);
 		std::error_code ec;
 		if (std::filesystem::is_directory(dir, ec) &&
 		    std::find(out.begin(), out.end(), dir) == out.end())
