@@ -1,6 +1,7 @@
 #include "sandbox/supervisor.h"
 
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <time.h>
 
 #include <cstring>
@@ -43,6 +44,13 @@ Supervisor::Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec,
 		ring_buffer__free(rb_);
 		rb_ = nullptr;
 		fail_errno("epoll for the event ring of sandbox " + rec_.name);
+	}
+	recheck_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+	ev.events = EPOLLIN;
+	if (!recheck_.valid() || ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, recheck_.get(), &ev) != 0) {
+		ring_buffer__free(rb_);
+		rb_ = nullptr;
+		fail_errno("timer of sandbox " + rec_.name);
 	}
 	// What was held back before this supervisor took over was reported
 	// by the one before it (or is in the counters of a fresh slot: zero).
@@ -235,6 +243,9 @@ void Supervisor::check_latch()
 	if (!quarantine_started_)
 		return;
 	uint64_t now = monotonic_ns();
+	uint64_t expirations;
+	if (::read(recheck_.get(), &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+		spdlog::debug("{}: timer: {}", rec_.name, std::strerror(errno));
 	if (!confirm_deadline_) {
 		confirm_deadline_ = now + kConfirmNs;
 		cg_events_ = cgroup::open_events(rec_.cgroup);
@@ -242,6 +253,18 @@ void Supervisor::check_latch()
 		ev.events = EPOLLPRI;
 		if (cg_events_.valid())
 			::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, cg_events_.get(), &ev);
+		// The kernel notifies a change of cgroup.events at most every
+		// 10 ms: for the first 100 ms a timer wakes this supervisor to
+		// read it again every 250 us (never a wait in the loop).
+		recheck_until_ = now + 100000000ull;
+		struct itimerspec its = {};
+		its.it_value.tv_nsec = 20000;
+		its.it_interval.tv_nsec = 250000;
+		::timerfd_settime(recheck_.get(), 0, &its, nullptr);
+	} else if (recheck_until_ && now >= recheck_until_) {
+		recheck_until_ = 0;
+		struct itimerspec off = {};
+		::timerfd_settime(recheck_.get(), 0, &off, nullptr);
 	}
 	auto ev = cg_events_.valid() ? cgroup::read_events(cg_events_.get()) : std::nullopt;
 	bool done = action_ == AL_ON_VIOLATION_KILL ? !ev || !ev->populated : ev && (ev->frozen || !ev->populated);
@@ -255,6 +278,9 @@ void Supervisor::finish_quarantine(bool done, uint64_t violated_ns)
 	uint64_t lat = monotonic_ns() - violated_ns;
 	quarantine_started_ = false;
 	confirm_deadline_ = 0;
+	recheck_until_ = 0;
+	struct itimerspec off = {};
+	::timerfd_settime(recheck_.get(), 0, &off, nullptr);
 	if (cg_events_.valid())
 		::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, cg_events_.get(), nullptr);
 	cg_events_.reset();

@@ -82,7 +82,9 @@ private:
 	static constexpr uint64_t kConfirmNs = 5000000000ull;
 	uint64_t confirm_deadline_ = 0;
 	Fd cg_events_;  // cgroup.events, while a quarantine is being confirmed
-	Fd ep_;         // the ring's epoll descriptor and cg_events_
+	Fd recheck_;    // a timer: cgroup.events read again every 250 us at first
+	uint64_t recheck_until_ = 0;
+	Fd ep_;         // the ring's epoll descriptor, cg_events_ and recheck_
 	uint8_t action_ = AL_ON_VIOLATION_FREEZE;
 	uint64_t window_start_ = 0;
 	unsigned in_window_ = 0, suppressed_ = 0;
