@@ -296,6 +296,45 @@ TEST_F(Freeze, TheLatchAloneStopsFlowsOpenedBeforeAndNewSockets)
 	EXPECT_EQ(k.status, 0) << k.describe();
 }
 
+// The twin of the test above: the same probe and flows, its "violation"
+// an allowed connect. With nobody there either, the old flows carry their
+// later bytes and a new socket is made: what the test above sees missing is
+// the latch's doing.
+TEST_F(Freeze, WithoutAViolationTheSameFlowsCarryOnWithNobodyThere)
+{
+	std::string name = "m" + env().id;
+	std::string policy = env().write_policy("latch.json", base_policy("it-latch", "freeze"));
+	std::string prefix = env().marker("lq");
+	RunSpec s;
+	s.policy = policy;
+	s.name = name;
+	s.cmd = env().py("latch_probe.py", {dest4(kAllowed4, 9003), dest4(kAllowed4, 9004), dest4(kAllowed4, 9003),
+					    dir(), prefix});
+	Proc& runner = env().start_run(s);
+	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/ready") || !runner.running(); }, 10s)) << runner.describe();
+	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-TCP", 1, 5s)) << "the TCP flow never carried its first bytes";
+	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-UDP", 1, 5s)) << "the UDP flow never carried its first bytes";
+	runner.signal(SIGKILL);
+	ASSERT_TRUE(runner.reap_now(5s));
+	write_file(dir() + "/go", "");
+	write_file(dir() + "/latched", "");
+	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/result.json"); }, 10s)) << "the probe never reported";
+	json r = json::parse(read_file(dir() + "/result.json"));
+	EXPECT_TRUE(Ok(r["new_socket"])) << r.dump();
+	EXPECT_TRUE(Ok(r["post_udp"])) << r.dump();
+	EXPECT_TRUE(Ok(r["post_tcp"])) << r.dump();
+	// On the same stream and socket as the PRE- bytes.
+	EXPECT_TRUE(env().sink->wait_data(prefix + "-POST-UDP", 1, 5s));
+	EXPECT_TRUE(env().sink->wait_data(prefix + "-POST-TCP", 1, 5s));
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_FALSE(st->value("latched", true)) << st->dump();
+	EXPECT_EQ((*st)["counters"]["reasons"].value("quarantined", 0), 0) << st->dump();
+	EXPECT_EQ((*st)["counters"].value("denied_packets", -1), 0) << st->dump();
+	Result k = env().airlock({"kill", name});
+	EXPECT_EQ(k.status, 0) << k.describe();
+}
+
 TEST_F(Freeze, KillOnViolationEndsTheSandboxWith120)
 {
 	std::string name = "k" + env().id;
