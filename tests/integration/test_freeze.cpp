@@ -100,6 +100,25 @@ protected:
 		return ev && (*ev)["frozen"] == (want ? "1" : "0");
 	}
 
+	// latch_probe.py in a sandbox of its own, its two flows open and
+	// carrying their first bytes, its "violation" a connect to violation;
+	// then its agent is killed: nothing will freeze the sandbox.
+	void start_latch_probe(const std::string& name, const std::string& prefix, const std::string& violation)
+	{
+		RunSpec s;
+		s.policy = env().write_policy("latch.json", base_policy("it-latch", "freeze"));
+		s.name = name;
+		s.cmd = env().py("latch_probe.py",
+				 {dest4(kAllowed4, 9003), dest4(kAllowed4, 9004), violation, dir(), prefix});
+		Proc& runner = env().start_run(s);
+		ASSERT_TRUE(wait_until([&] { return exists(dir() + "/ready") || !runner.running(); }, 10s))
+			<< runner.describe();
+		ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-TCP", 1, 5s)) << "the TCP flow never carried its first bytes";
+		ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-UDP", 1, 5s)) << "the UDP flow never carried its first bytes";
+		runner.signal(SIGKILL);
+		ASSERT_TRUE(runner.reap_now(5s));
+	}
+
 	pid_t main_pid_ = -1, child_pid_ = -1;
 };
 
@@ -256,20 +275,10 @@ TEST_F(Freeze, LatchDeniesEveryLaterSendOfTheSameSyscall)
 TEST_F(Freeze, TheLatchAloneStopsFlowsOpenedBeforeAndNewSockets)
 {
 	std::string name = "l" + env().id;
-	std::string policy = env().write_policy("latch.json", base_policy("it-latch", "freeze"));
 	std::string prefix = env().marker("lp");
-	RunSpec s;
-	s.policy = policy;
-	s.name = name;
-	s.cmd = env().py("latch_probe.py", {dest4(kAllowed4, 9003), dest4(kAllowed4, 9004), dest4(kDenied4, 9005),
-					    dir(), prefix});
-	Proc& runner = env().start_run(s);
-	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/ready") || !runner.running(); }, 10s)) << runner.describe();
-	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-TCP", 1, 5s)) << "the TCP flow never carried its first bytes";
-	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-UDP", 1, 5s)) << "the UDP flow never carried its first bytes";
-	// No agent from here on: nothing will freeze the sandbox.
-	runner.signal(SIGKILL);
-	ASSERT_TRUE(runner.reap_now(5s));
+	start_latch_probe(name, prefix, dest4(kDenied4, 9005));
+	if (HasFatalFailure())
+		return;
 	write_file(dir() + "/go", "");
 	ASSERT_TRUE(wait_until(
 		[&] {
@@ -303,19 +312,10 @@ TEST_F(Freeze, TheLatchAloneStopsFlowsOpenedBeforeAndNewSockets)
 TEST_F(Freeze, WithoutAViolationTheSameFlowsCarryOnWithNobodyThere)
 {
 	std::string name = "m" + env().id;
-	std::string policy = env().write_policy("latch.json", base_policy("it-latch", "freeze"));
 	std::string prefix = env().marker("lq");
-	RunSpec s;
-	s.policy = policy;
-	s.name = name;
-	s.cmd = env().py("latch_probe.py", {dest4(kAllowed4, 9003), dest4(kAllowed4, 9004), dest4(kAllowed4, 9003),
-					    dir(), prefix});
-	Proc& runner = env().start_run(s);
-	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/ready") || !runner.running(); }, 10s)) << runner.describe();
-	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-TCP", 1, 5s)) << "the TCP flow never carried its first bytes";
-	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-UDP", 1, 5s)) << "the UDP flow never carried its first bytes";
-	runner.signal(SIGKILL);
-	ASSERT_TRUE(runner.reap_now(5s));
+	start_latch_probe(name, prefix, dest4(kAllowed4, 9003));
+	if (HasFatalFailure())
+		return;
 	write_file(dir() + "/go", "");
 	write_file(dir() + "/latched", "");
 	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/result.json"); }, 10s)) << "the probe never reported";

@@ -80,7 +80,7 @@ std::string protocol_name(unsigned p)
 	switch (p) {
 	case IPPROTO_TCP: return "tcp";
 	case IPPROTO_UDP: return "udp";
-	case IPPROTO_ICMP: return "icmp";
+	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6: return "icmp";
 	}
 	return std::to_string(p);

@@ -47,7 +47,7 @@ Fd obj_get(const std::string& path)
 {
 	int fd = bpf_obj_get(path.c_str());
 	if (fd < 0)
-		fail_errno("open pinned " + path, -fd == 0 ? errno : errno);
+		fail_errno("open pinned " + path);
 	return Fd(fd);
 }
 

@@ -55,9 +55,12 @@ constexpr size_t internal_maps()
 	       size_t{requires(Maps m) { m.bss; }} + size_t{requires(Maps m) { m.kconfig; }};
 }
 using SkelMaps = decltype(airlock_bpf::maps);
+// The skeleton's map and program members are all pointers: their number is
+// the struct's size over a pointer's. NOLINTNEXTLINE(bugprone-sizeof-expression)
 static_assert(sizeof(SkelMaps) / sizeof(bpf_map*) ==
 		      kMapPinCount + (0 AL_SCRATCH_MAPS(AL_COUNT_ONE)) + internal_maps<SkelMaps>(),
 	      "a map of bpf/maps.bpf.h is in neither AL_PINNED_MAPS nor AL_SCRATCH_MAPS (airlock/abi.h)");
+// NOLINTNEXTLINE(bugprone-sizeof-expression)
 static_assert(sizeof(airlock_bpf::progs) / sizeof(bpf_program*) ==
 		      ProgCount + (0 AL_TRACEPOINT_PROGS(AL_COUNT_ONE)),
 	      "a program of bpf/airlock.bpf.c is in neither AL_CGROUP_PROGS (kernel.h) nor AL_TRACEPOINT_PROGS");

@@ -105,7 +105,7 @@ void compile_names(const Policy& p, uint32_t policy_id, CompiledPolicy& c, std::
 		}
 		auto& v = by_name[{*r.domain, r.wildcard}];
 		if (v.empty())
-			order.push_back({*r.domain, r.wildcard});
+			order.emplace_back(*r.domain, r.wildcard);
 		v.push_back(&r);
 	}
 	for (const auto& [name, wildcard] : order) {

@@ -151,7 +151,9 @@ private:
 		for (size_t i = 0; i + 1 < stack_.size(); i++) {
 			const Frame& f = stack_[i];
 			std::string part = f.object ? f.key : std::to_string(f.index);
-			p = p.empty() ? part : p + "/" + part;
+			if (!p.empty())
+				p += '/';
+			p += part;
 		}
 		return p;
 	}
@@ -356,7 +358,7 @@ public:
 				if (i < walk.size() && walk[i] != '/')
 					continue;
 				std::string comp = walk.substr(start, i - start);
-				if ((comp.empty() && !(walk.size() == 0 && u.prefix)) || comp == "." || comp == "..")
+				if ((comp.empty() && !(walk.empty() && u.prefix)) || comp == "." || comp == "..")
 					return bad("it has an empty, '.' or '..' component (write the path as it is)");
 				start = i + 1;
 			}
@@ -832,9 +834,9 @@ std::vector<std::string> family_names(uint64_t mask)
 	std::vector<std::string> out;
 	for (unsigned af = 1; af < kFamilyMax; af++)
 		if (mask & (1ull << af))
-			out.push_back(kFamilyNames[af]);
+			out.emplace_back(kFamilyNames[af]);
 	if ((mask & (1ull << kNetlinkRouteBit)) && !(mask & (1ull << 16)))
-		out.push_back("netlink-route");
+		out.emplace_back("netlink-route");
 	return out;
 }
 

@@ -117,7 +117,7 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 					 ? family_number(j["socket_family"].get<std::string>())
 					 : -1;
 			if (af < 0)
-				s.notes.push_back("a socket of a family airlock has no name for was not turned into a rule");
+				s.notes.emplace_back("a socket of a family airlock has no name for was not turned into a rule");
 			else
 				families |= 1ull << af;
 			continue;
@@ -127,9 +127,9 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 		if (is_unix_hook(str(j, "hook"))) {
 			auto bytes = unix_bytes(str(j, "dst"));
 			if (str(j, "dst").empty() || !bytes)
-				s.notes.push_back("a unix socket whose address could not be read was not turned into a rule");
+				s.notes.emplace_back("a unix socket whose address could not be read was not turned into a rule");
 			else if (bytes->size() > 1 && bytes->back() == '*')
-				s.notes.push_back(fmt::format("unix socket {}: an address ending in '*' reads as a prefix "
+				s.notes.emplace_back(fmt::format("unix socket {}: an address ending in '*' reads as a prefix "
 							      "in a rule; write its rule by hand",
 							      str(j, "dst")));
 			else
@@ -145,7 +145,7 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 				if (!str(j, "dst").empty())
 					resolvers.insert(str(j, "dst"));
 			} else {
-				s.notes.push_back("a DNS query that could not be parsed was not turned into a rule");
+				s.notes.emplace_back("a DNS query that could not be parsed was not turned into a rule");
 			}
 			continue;
 		}

@@ -544,6 +544,7 @@ Launched launch(const LaunchOptions& o)
 	// cgroup reads as "/".
 	std::vector<std::string> env_store = {"AIRLOCK_SANDBOX=" + o.name, "AIRLOCK_CGROUP=" + o.cgroup};
 	std::vector<char*> envp;
+	envp.reserve(env_store.size() + 1);
 	for (auto& e : env_store)
 		envp.push_back(e.data());
 	for (char** e = environ; *e; e++)

@@ -26,6 +26,7 @@ namespace {
 std::vector<std::string> lines_of(const std::vector<PolicyError>& errors)
 {
 	std::vector<std::string> out;
+	out.reserve(errors.size());
 	for (const auto& e : errors)
 		out.push_back(e.str());
 	return out;
