@@ -3,6 +3,7 @@
 #include <array>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -21,7 +22,7 @@ struct CmdSpec {
 	Cmd cmd;
 	std::string_view name;
 	bool needs_name;
-	std::initializer_list<std::string_view> keys;  // besides "cmd"
+	std::vector<std::string_view> keys;  // besides "cmd"
 };
 
 constexpr std::string_view kSandboxKeys[] = {"name", "policy", "audit_log", "log_allowed", "audit_log_max_bytes",

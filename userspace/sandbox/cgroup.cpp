@@ -192,28 +192,18 @@ bool wait_events(const std::string& path, Pred done, std::chrono::milliseconds t
 	auto started = std::chrono::steady_clock::now();
 	auto deadline = started + timeout;
 	unsigned backoff_us = 20;
-	int fd = ::open((path + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	Fd events = open_events(path);
+	if (!events.valid())
 		return done(std::optional<Events>{});
+	int fd = events.get();
 	for (;;) {
 		// Read through the same fd: kernfs re-arms the notification on read.
-		char buf[256];
-		ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
-		std::optional<Events> ev;
-		if (n >= 0) {
-			buf[n] = 0;
-			ev = parse_events(buf);
-		}
-		if (done(ev)) {
-			::close(fd);
+		if (done(read_events(fd)))
 			return true;
-		}
 		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
 			deadline - std::chrono::steady_clock::now());
-		if (left.count() <= 0) {
-			::close(fd);
+		if (left.count() <= 0)
 			return false;
-		}
 		// The kernel rate-limits cgroup.events notifications (10 ms apart):
 		// right after a sandbox starts, the one for "frozen 1" comes up to
 		// 10 ms late. So the file is read again at a short, growing interval
@@ -240,10 +230,13 @@ bool wait_frozen(const std::string& path, bool frozen, std::chrono::milliseconds
 		timeout);
 }
 
+bool settled_frozen(const std::optional<Events>& e) { return e && (e->frozen || !e->populated); }
+
+bool settled_empty(const std::optional<Events>& e) { return !e || !e->populated; }
+
 bool wait_empty(const std::string& path, std::chrono::milliseconds timeout)
 {
-	return wait_events(path, [](const std::optional<Events>& e) { return !e || !e->populated; },
-			   timeout);
+	return wait_events(path, settled_empty, timeout);
 }
 
 void create(const std::string& path)

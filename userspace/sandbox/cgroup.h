@@ -30,6 +30,10 @@ std::optional<Events> events(const std::string& path);
 // when the file changes, and each read_events re-arms that.
 Fd open_events(const std::string& path);
 std::optional<Events> read_events(int fd);
+// What a freeze and a kill wait for: frozen 1 (or nothing left to freeze),
+// and populated 0 (or the cgroup gone).
+bool settled_frozen(const std::optional<Events>&);
+bool settled_empty(const std::optional<Events>&);
 
 void freeze(const std::string& path);
 // Sends SIGCONT to the processes of the subtree, then unfreezes: the kernel

@@ -37,20 +37,19 @@ Supervisor::Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec,
 	rb_ = ring_fd_.valid() ? ring_buffer__new(ring_fd_.get(), ring_cb, this, nullptr) : nullptr;
 	if (!rb_)
 		fail("cannot open the event ring of sandbox {}", rec_.name);
+	// One descriptor for the daemon or runner to watch: the ring, and the
+	// timer that rereads cgroup.events while a freeze is confirmed.
 	ep_.reset(::epoll_create1(EPOLL_CLOEXEC));
+	recheck_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
 	struct epoll_event ev = {};
 	ev.events = EPOLLIN;
-	if (!ep_.valid() || ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, ring_buffer__epoll_fd(rb_), &ev) != 0) {
+	if (!ep_.valid() || !recheck_.valid() ||
+	    ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, ring_buffer__epoll_fd(rb_), &ev) != 0 ||
+	    ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, recheck_.get(), &ev) != 0) {
+		int err = errno;
 		ring_buffer__free(rb_);
 		rb_ = nullptr;
-		fail_errno("epoll for the event ring of sandbox " + rec_.name);
-	}
-	recheck_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-	ev.events = EPOLLIN;
-	if (!recheck_.valid() || ::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, recheck_.get(), &ev) != 0) {
-		ring_buffer__free(rb_);
-		rb_ = nullptr;
-		fail_errno("timer of sandbox " + rec_.name);
+		fail_errno("epoll for the event ring of sandbox " + rec_.name, err);
 	}
 	// What was held back before this supervisor took over was reported
 	// by the one before it (or is in the counters of a fresh slot: zero).
@@ -267,7 +266,7 @@ void Supervisor::check_latch()
 		::timerfd_settime(recheck_.get(), 0, &off, nullptr);
 	}
 	auto ev = cg_events_.valid() ? cgroup::read_events(cg_events_.get()) : std::nullopt;
-	bool done = action_ == AL_ON_VIOLATION_KILL ? !ev || !ev->populated : ev && (ev->frozen || !ev->populated);
+	bool done = action_ == AL_ON_VIOLATION_KILL ? cgroup::settled_empty(ev) : cgroup::settled_frozen(ev);
 	if (!done && now < confirm_deadline_)
 		return;  // the next change of cgroup.events (or the next poll) looks again
 	finish_quarantine(done, k_.latch(rec_.slot).violated_ns);
