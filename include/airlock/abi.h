@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 5
+#define AL_ABI_VERSION 6
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -129,7 +129,25 @@ enum al_reason {
 	AL_REASON_REFUSED = 28,      /* a refuse rule: failed, counted, not a violation */
 	AL_REASON_UNIX_OWN = 29,     /* allowed: an abstract name a process of the sandbox bound */
 	AL_REASON_FAMILY = 30,       /* a socket family the policy does not list (al_event.port holds AF_x) */
-	AL_REASON_MAX = 31,
+	AL_REASON_HELPER = 31,       /* a BPF helper failed (al_counters.helper_errors says where): fail closed */
+	AL_REASON_MAX = 32,
+};
+
+/* Where a BPF helper call failed: al_counters.helper_errors[site]. A packet
+ * too short for what its headers say is malformed, and is found by length
+ * checks before any load; these count the loads that failed all the same,
+ * which no packet's bytes can cause. */
+enum al_err_site {
+	AL_ERR_SITE_IPV4_HEADER = 0,    /* the fixed IPv4 header */
+	AL_ERR_SITE_IPV4_OPTION = 1,    /* an IPv4 option's type or length */
+	AL_ERR_SITE_IPV6_HEADER = 2,    /* the fixed IPv6 header */
+	AL_ERR_SITE_IPV6_EXT = 3,       /* an IPv6 extension header's next header and length */
+	AL_ERR_SITE_L4_PORTS = 4,       /* the TCP or UDP ports */
+	AL_ERR_SITE_DNS_TCP_HEADER = 5, /* the data offset of a TCP segment to a resolver */
+	AL_ERR_SITE_DNS_TCP_LENGTH = 6, /* the length in front of a DNS message over TCP */
+	AL_ERR_SITE_DNS_QUERY = 7,      /* the copy of a query into the scratch */
+	AL_ERR_SITE_DNS_ANSWER = 8,     /* the copy of an answer into the scratch */
+	AL_ERR_SITE_MAX = 9,
 };
 
 enum al_violation_action {
@@ -366,6 +384,7 @@ struct al_counters {
 	__u64 dns_learn_full;           /* addresses not learned: the table was full */
 	__u64 dns_records_off_chain;    /* A/AAAA records not learned: owner outside the question's CNAME chain */
 	__u64 unix_bound_full;          /* abstract names bound but not remembered: the table was full */
+	__u64 helper_errors[AL_ERR_SITE_MAX]; /* helper calls that failed, by al_err_site */
 	/* Events not sent to the ring by the rate limit, by hook and reason. */
 	__u64 suppressed[AL_HOOK_MAX][AL_REASON_MAX];
 };
@@ -454,7 +473,7 @@ AL_STATIC_ASSERT(sizeof(struct al_rule_set) == 8 + 8 * AL_MAX_RANGES, "al_rule_s
 AL_STATIC_ASSERT(sizeof(struct al_latch) == 16, "al_latch layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==
 			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13 +
-			      (int)AL_HOOK_MAX * (int)AL_REASON_MAX),
+			      (int)AL_ERR_SITE_MAX + (int)AL_HOOK_MAX * (int)AL_REASON_MAX),
 		 "al_counters layout");
 AL_STATIC_ASSERT(sizeof(struct al_flood) == 8 * (int)AL_HOOK_MAX * (int)AL_REASON_MAX, "al_flood layout");
 AL_STATIC_ASSERT(sizeof(struct al_event) == 80, "al_event layout");
