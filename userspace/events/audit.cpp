@@ -84,6 +84,23 @@ const char* reason_name(unsigned reason)
 	case AL_REASON_REFUSED: return "refused";
 	case AL_REASON_UNIX_OWN: return "unix-own";
 	case AL_REASON_FAMILY: return "family";
+	case AL_REASON_HELPER: return "helper";
+	}
+	return "unknown";
+}
+
+const char* err_site_name(unsigned site)
+{
+	switch (site) {
+	case AL_ERR_SITE_IPV4_HEADER: return "ipv4-header";
+	case AL_ERR_SITE_IPV4_OPTION: return "ipv4-option";
+	case AL_ERR_SITE_IPV6_HEADER: return "ipv6-header";
+	case AL_ERR_SITE_IPV6_EXT: return "ipv6-extension";
+	case AL_ERR_SITE_L4_PORTS: return "l4-ports";
+	case AL_ERR_SITE_DNS_TCP_HEADER: return "dns-tcp-header";
+	case AL_ERR_SITE_DNS_TCP_LENGTH: return "dns-tcp-length";
+	case AL_ERR_SITE_DNS_QUERY: return "dns-query";
+	case AL_ERR_SITE_DNS_ANSWER: return "dns-answer";
 	}
 	return "unknown";
 }
