@@ -16,7 +16,10 @@
 namespace airlock::kernel {
 
 struct Loader {
-	static Kernel load(const std::string& bpf_dir)
+	// pinned: the tracepoint programs are attached and their links pinned
+	// under bpf_dir (the agent); otherwise nothing is attached or pinned and
+	// the descriptors are this process's alone (the BPF unit tests).
+	static Kernel load(const std::string& bpf_dir, bool pinned)
 	{
 		libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 		airlock_bpf* skel = airlock_bpf__open();
@@ -40,7 +43,7 @@ struct Loader {
 		// sandbox's own sockets: attached once, for every sandbox.
 		// socket(2)/socketpair(2) of unlisted families: on every kernel
 		// with tracefs.
-		bool tracefs = ensure_tracefs();
+		bool tracefs = !pinned || ensure_tracefs();
 		bool bind_tracker = kernel_has_unix_hooks() && tracefs;
 		std::vector<std::pair<bpf_program*, bool>> tracepoints = {
 			{skel->progs.al_bind_enter_tp, bind_tracker},
@@ -93,7 +96,7 @@ struct Loader {
 		k.maps_.unix_prefix = dup(bpf_map__fd(skel->maps.al_unix_prefix));
 		k.maps_.unix_bound = dup(bpf_map__fd(skel->maps.al_unix_bound));
 		k.maps_.unix_binding = dup(bpf_map__fd(skel->maps.al_unix_binding));
-		if (tracefs) {
+		if (pinned && tracefs) {
 			make_dirs(tracepoints_dir(bpf_dir));
 			for (auto [prog, on] : tracepoints) {
 				if (!on)
@@ -132,9 +135,9 @@ bool can_stop_in_call()
 	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BPF_FUNC_send_signal, nullptr) == 1;
 }
 
-Kernel load_embedded(const std::string& bpf_dir)
+Kernel load_embedded(const std::string& bpf_dir, bool pinned)
 {
-	return Loader::load(bpf_dir);
+	return Loader::load(bpf_dir, pinned);
 }
 
 uint64_t embedded_object_id()
