@@ -316,6 +316,24 @@ std::string counters_differ(const al_counters& got, const al_counters& want)
 	return out;
 }
 
+namespace {
+
+int on_event(void* ctx, void* data, size_t size)
+{
+	Event e;
+	if (size < sizeof(al_event))
+		return 0;
+	std::memcpy(&e.base, data, sizeof(al_event));
+	if (size == sizeof(al_dns_event)) {
+		e.dns.emplace();
+		std::memcpy(&*e.dns, data, sizeof(al_dns_event));
+	}
+	static_cast<std::vector<Event>*>(ctx)->push_back(e);
+	return 0;
+}
+
+}  // namespace
+
 Sandbox::Sandbox(const std::string& policy_json, uint32_t extra_flags)
     : k_(Programs::get().kernel()), policy_id_(airlock::policy_id_of(kSlot, 0))
 {
@@ -340,6 +358,9 @@ Sandbox::Sandbox(const std::string& policy_json, uint32_t extra_flags)
 	k_.delete_rules(policy_id_);
 	ring_ = k_.create_ring(kSlot);
 	unknown_ring_ = k_.create_ring(AL_SLOT_UNKNOWN);
+	reader_ = ring_buffer__new(ring_.get(), on_event, &got_, nullptr);
+	if (!reader_ || ring_buffer__add(reader_, unknown_ring_.get(), on_event, &unknown_got_) != 0)
+		fail_errno("open the ring buffers");
 	k_.create_dns_tables(kSlot);
 	k_.install_rules(c, policy_id_);
 	entry_.slot = kSlot;
@@ -353,6 +374,7 @@ Sandbox::Sandbox(const std::string& policy_json, uint32_t extra_flags)
 
 Sandbox::~Sandbox()
 {
+	ring_buffer__free(reader_);
 	try {
 		remove_entry();
 		k_.delete_rules(policy_id_);
@@ -407,44 +429,20 @@ void Sandbox::set_latch(const al_latch& l)
 		fail_errno("set the latch");
 }
 
-namespace {
-
-std::vector<Event> drain(int ring_fd)
-{
-	std::vector<Event> out;
-	auto on_event = [](void* ctx, void* data, size_t size) -> int {
-		auto* v = static_cast<std::vector<Event>*>(ctx);
-		Event e;
-		if (size < sizeof(al_event))
-			return 0;
-		std::memcpy(&e.base, data, sizeof(al_event));
-		if (size == sizeof(al_dns_event)) {
-			e.dns.emplace();
-			std::memcpy(&*e.dns, data, sizeof(al_dns_event));
-		}
-		v->push_back(e);
-		return 0;
-	};
-	ring_buffer* rb = ring_buffer__new(ring_fd, on_event, &out, nullptr);
-	if (!rb)
-		fail_errno("open a ring buffer");
-	int n = ring_buffer__consume(rb);
-	ring_buffer__free(rb);
-	if (n < 0)
-		fail_errno("read a ring buffer", -n);
-	return out;
-}
-
-}  // namespace
-
 std::vector<Event> Sandbox::events()
 {
-	return drain(ring_.get());
+	int n = ring_buffer__consume(reader_);
+	if (n < 0)
+		fail_errno("read the ring buffers", -n);
+	return std::exchange(got_, {});
 }
 
 std::vector<Event> Sandbox::unknown_events()
 {
-	return drain(unknown_ring_.get());
+	int n = ring_buffer__consume(reader_);
+	if (n < 0)
+		fail_errno("read the ring buffers", -n);
+	return std::exchange(unknown_got_, {});
 }
 
 std::vector<airlock::kernel::Kernel::Learned> Sandbox::learned() const

@@ -18,6 +18,8 @@
 #include "progs/airlock_test.h"
 #include "util/fd.h"
 
+struct ring_buffer;
+
 namespace bpft {
 
 // The process's own cgroup, a child of the one it started in (a sandbox
@@ -143,6 +145,8 @@ private:
 	uint32_t policy_id_;
 	al_sandbox entry_{};
 	airlock::Fd ring_, unknown_ring_;
+	ring_buffer* reader_ = nullptr;  // both rings, read into got_ and unknown_got_
+	std::vector<Event> got_, unknown_got_;
 	bool entry_present_ = false;
 };
 

@@ -201,7 +201,10 @@ TEST_F(DnsAnswer, AtMostSixteenAddressesOfOneAnswerAreTaken)
 	want.dns_answers_learned = 16;
 	EXPECT_EQ(counters_differ(sb_->counters(), want), "");
 	EXPECT_EQ(sb_->events().size(), 16u);
-	EXPECT_EQ(sb_->learned().size(), 16u);
+	std::vector<std::pair<std::string, uint32_t>> first16;
+	for (int i = 1; i <= 16; i++)
+		first16.emplace_back(a("192.0.2." + std::to_string(i)), 300);
+	expect_learned(first16);
 }
 
 TEST_F(DnsAnswer, AFullTableRefusesNewAddressesAndEvictsNothing)
@@ -276,6 +279,17 @@ TEST_F(DnsAnswer, AnAddressOfTheQuestionAfterItsCnameIsOffTheChain)
 	std::string cname = rr(at_question(), kTypeCname, 300, Wire().name("edge.cdn.example"));
 	EXPECT_EQ(deliver(answer("allowed.test", kTypeA, {cname, rr(at_question(), kTypeA, 300, a("192.0.2.5"))})), 1);
 	expect_events({address(a("192.0.2.5"), AL_REASON_DNS_OFF_CHAIN, 0, 300)});
+	EXPECT_TRUE(sb_->learned().empty());
+}
+
+TEST_F(DnsAnswer, ACnameOwnedOffTheChainLeadsNowhere)
+{
+	ask("allowed.test");
+	Wire other;
+	other.name("other.test");  // at 30, 12 bytes: its rdata at 52
+	std::string cname = rr(other, kTypeCname, 300, Wire().name("edge.cdn.example"));
+	EXPECT_EQ(deliver(answer("allowed.test", kTypeA, {cname, rr(Wire().ptr(52), kTypeA, 300, a("192.0.2.9"))})), 1);
+	expect_events({address(a("192.0.2.9"), AL_REASON_DNS_OFF_CHAIN, 0, 300)});
 	EXPECT_TRUE(sb_->learned().empty());
 }
 

@@ -200,6 +200,11 @@ struct BadHeader {
 	unsigned flags, qd, an, ns;
 };
 
+void PrintTo(const BadHeader& h, std::ostream* os)
+{
+	*os << h.what;
+}
+
 class DnsQueryHeader : public DnsQuery, public ::testing::WithParamInterface<BadHeader> {};
 
 TEST_P(DnsQueryHeader, IsMalformed)
@@ -209,7 +214,7 @@ TEST_P(DnsQueryHeader, IsMalformed)
 	denied(udp(msg), AL_REASON_DNS_MALFORMED, {.qid = kQid});
 }
 
-INSTANTIATE_TEST_SUITE_P(Each, DnsQueryHeader,
+INSTANTIATE_TEST_SUITE_P(Bad, DnsQueryHeader,
 			 ::testing::Values(BadHeader{"QrSet", 0x8100, 1, 0, 0}, BadHeader{"AnotherOpcode", 0x0900, 1, 0, 0},
 					   BadHeader{"AaSet", 0x0500, 1, 0, 0}, BadHeader{"TcSet", 0x0300, 1, 0, 0},
 					   BadHeader{"RaSet", 0x0180, 1, 0, 0}, BadHeader{"ZSet", 0x0140, 1, 0, 0},
@@ -228,6 +233,13 @@ TEST_F(DnsQuery, TwoQuestionsAreMalformed)
 TEST_F(DnsQuery, ACompressionPointerInTheQuestionIsMalformed)
 {
 	std::string msg = dns_header(kQid).u8(7).raw("allowed").ptr(12).u16(kTypeA).u16(1);
+	denied(udp(msg), AL_REASON_DNS_MALFORMED, {.qid = kQid});
+}
+
+TEST_F(DnsQuery, APointerIsNeverReadAsALabel)
+{
+	// 0xc0 and 192 bytes: a pointer, not a 192-byte label (that would be dns-length).
+	std::string msg = dns_header(kQid).u8(0xc0).raw(std::string(192, 'a')).u8(0).u16(kTypeA).u16(1);
 	denied(udp(msg), AL_REASON_DNS_MALFORMED, {.qid = kQid});
 }
 
