@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <filesystem>
 #include <utility>
 
@@ -91,17 +92,18 @@ const char* reason_name(unsigned reason)
 
 const char* err_site_name(unsigned site)
 {
-	switch (site) {
-	case AL_ERR_SITE_IPV4_HEADER: return "ipv4-header";
-	case AL_ERR_SITE_IPV4_OPTION: return "ipv4-option";
-	case AL_ERR_SITE_IPV6_HEADER: return "ipv6-header";
-	case AL_ERR_SITE_IPV6_EXT: return "ipv6-extension";
-	case AL_ERR_SITE_L4_PORTS: return "l4-ports";
-	case AL_ERR_SITE_DNS_TCP_HEADER: return "dns-tcp-header";
-	case AL_ERR_SITE_DNS_TCP_LENGTH: return "dns-tcp-length";
-	case AL_ERR_SITE_DNS_QUERY: return "dns-query";
-	case AL_ERR_SITE_DNS_ANSWER: return "dns-answer";
-	}
+	// Metric labels: never renamed.
+	static constexpr std::pair<unsigned, const char*> kNames[] = {
+		{AL_ERR_SITE_IPV4_HEADER, "ipv4-header"},       {AL_ERR_SITE_IPV4_OPTION, "ipv4-option"},
+		{AL_ERR_SITE_IPV6_HEADER, "ipv6-header"},       {AL_ERR_SITE_IPV6_EXT, "ipv6-extension"},
+		{AL_ERR_SITE_L4_PORTS, "l4-ports"},             {AL_ERR_SITE_DNS_TCP_HEADER, "dns-tcp-header"},
+		{AL_ERR_SITE_DNS_TCP_LENGTH, "dns-tcp-length"}, {AL_ERR_SITE_DNS_QUERY, "dns-query"},
+		{AL_ERR_SITE_DNS_ANSWER, "dns-answer"},
+	};
+	static_assert(std::size(kNames) == AL_ERR_SITE_MAX, "a name for every al_err_site");
+	for (const auto& [s, name] : kNames)
+		if (s == site)
+			return name;
 	return "unknown";
 }
 
