@@ -114,8 +114,15 @@ OwnCgroup::~OwnCgroup()
 	} catch (const std::exception& e) {
 		fmt::print(stderr, "bpf tests: move back to {}: {}\n", home_, e.what());
 	}
-	if (::rmdir(path_.c_str()) != 0)
-		fmt::print(stderr, "bpf tests: remove {}: {}\n", path_, std::strerror(errno));
+	// A thread that is exiting stays behind for a moment (the cgroup is
+	// busy until it is gone).
+	for (int i = 0; ::rmdir(path_.c_str()) != 0; i++) {
+		if (errno != EBUSY || i == 100) {
+			fmt::print(stderr, "bpf tests: remove {}: {}\n", path_, std::strerror(errno));
+			break;
+		}
+		::usleep(10000);
+	}
 }
 
 struct Programs::TestObject {
@@ -269,19 +276,20 @@ std::vector<std::pair<std::string, uint64_t>> named(const al_counters& c)
 			v.emplace_back(fmt::format("decisions[{}][{}]", hook_name(h), verdict_name(x)), c.decisions[h][x]);
 	for (unsigned r = 0; r < AL_REASON_MAX; r++)
 		v.emplace_back(fmt::format("reasons[{}]", reason_name(r)), c.reasons[r]);
-	v.insert(v.end(), {{"egress_packets", c.egress_packets},
-			   {"egress_bytes", c.egress_bytes},
-			   {"denied_packets", c.denied_packets},
-			   {"denied_bytes", c.denied_bytes},
-			   {"violations", c.violations},
-			   {"events_lost", c.events_lost},
-			   {"dns_queries_allowed", c.dns_queries_allowed},
-			   {"dns_queries_denied", c.dns_queries_denied},
-			   {"dns_answers_learned", c.dns_answers_learned},
-			   {"dns_answers_dropped", c.dns_answers_dropped},
-			   {"dns_learn_full", c.dns_learn_full},
-			   {"dns_records_off_chain", c.dns_records_off_chain},
-			   {"unix_bound_full", c.unix_bound_full}});
+	using Field = __u64 al_counters::*;
+	static const std::pair<const char*, Field> kScalars[] = {
+		{"egress_packets", &al_counters::egress_packets}, {"egress_bytes", &al_counters::egress_bytes},
+		{"denied_packets", &al_counters::denied_packets}, {"denied_bytes", &al_counters::denied_bytes},
+		{"violations", &al_counters::violations}, {"events_lost", &al_counters::events_lost},
+		{"dns_queries_allowed", &al_counters::dns_queries_allowed},
+		{"dns_queries_denied", &al_counters::dns_queries_denied},
+		{"dns_answers_learned", &al_counters::dns_answers_learned},
+		{"dns_answers_dropped", &al_counters::dns_answers_dropped}, {"dns_learn_full", &al_counters::dns_learn_full},
+		{"dns_records_off_chain", &al_counters::dns_records_off_chain},
+		{"unix_bound_full", &al_counters::unix_bound_full},
+	};
+	for (const auto& [name, field] : kScalars)
+		v.emplace_back(name, c.*field);
 	for (unsigned i = 0; i < AL_ERR_SITE_MAX; i++)
 		v.emplace_back(fmt::format("helper_errors[{}]", err_site_name(i)), c.helper_errors[i]);
 	for (unsigned h = 0; h < AL_HOOK_MAX; h++)

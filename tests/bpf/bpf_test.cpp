@@ -37,6 +37,16 @@ std::string rr(const std::string& owner, unsigned type, uint32_t ttl, const std:
 	return Wire().raw(owner).u16(type).u16(1).u32(ttl).u16(rdata.size()).raw(rdata);
 }
 
+Want to(const std::string& addr, unsigned protocol, unsigned port, uint8_t reason)
+{
+	bool v6 = addr.find(':') != std::string::npos;
+	return {.reason = reason,
+		.family = static_cast<uint8_t>(v6 ? AL_FAMILY_IPV6 : AL_FAMILY_IPV4),
+		.protocol = static_cast<uint8_t>(protocol),
+		.port = static_cast<uint16_t>(port),
+		.addr = v6 ? addr6(addr) : addr4(addr)};
+}
+
 namespace {
 
 uint64_t monotonic_ns()

@@ -53,6 +53,10 @@ struct Want {
 	uint32_t ttl = 0;
 };
 
+// An event about a destination (IPv4 or IPv6 text), denied for reason
+// unless the caller says otherwise.
+Want to(const std::string& addr, unsigned protocol, unsigned port, uint8_t reason = 0);
+
 // "" if e is exactly w, as the sandbox's (or with unknown, the unknown
 // slot's) event; otherwise each field that differs.
 std::string event_differs(const Event& e, const Want& w, bool unknown = false);

@@ -65,21 +65,19 @@ std::string ext(unsigned next)
 	return Wire().u8(next).u8(0).raw(std::string(6, '\0'));
 }
 
-Want dst4(unsigned protocol = IPPROTO_UDP, unsigned port = 9000)
+Want dst4(unsigned protocol, unsigned port)
 {
-	return {.family = AL_FAMILY_IPV4, .protocol = static_cast<uint8_t>(protocol), .port = static_cast<uint16_t>(port),
-		.addr = addr4("10.0.0.7")};
+	return to("10.0.0.7", protocol, port);
 }
 
-Want dst6(unsigned protocol = IPPROTO_UDP, unsigned port = 9000)
+Want dst6(unsigned protocol, unsigned port)
 {
-	return {.family = AL_FAMILY_IPV6, .protocol = static_cast<uint8_t>(protocol), .port = static_cast<uint16_t>(port),
-		.addr = addr6("fd00::7")};
+	return to("fd00::7", protocol, port);
 }
 
 Want resolver(unsigned protocol)
 {
-	return {.family = AL_FAMILY_IPV4, .protocol = static_cast<uint8_t>(protocol), .port = 53, .addr = addr4(kResolver4)};
+	return to(kResolver4, protocol, 53);
 }
 
 // -- what the backstop refuses whatever the address ----------------------------
@@ -220,13 +218,10 @@ TEST_F(Parse, AFailedCopyOfAnAnswerDropsItAsAHelperError)
 	want.dns_answers_dropped = 1;
 	want.helper_errors[AL_ERR_SITE_DNS_ANSWER] = 1;
 	EXPECT_EQ(counters_differ(sb_->counters(), want), "") << "an answer is never the sandbox's violation";
-	expect_one_event({.kind = AL_EVENT_DNS_ANSWER,
-			  .hook = AL_HOOK_INGRESS,
-			  .reason = AL_REASON_HELPER,
-			  .family = AL_FAMILY_IPV4,
-			  .protocol = IPPROTO_UDP,
-			  .port = 53,
-			  .addr = addr4(kResolver4)});
+	Want w = to(kResolver4, IPPROTO_UDP, 53, AL_REASON_HELPER);
+	w.kind = AL_EVENT_DNS_ANSWER;
+	w.hook = AL_HOOK_INGRESS;
+	expect_one_event(w);
 }
 
 TEST_F(Parse, AtIngressAPacketAFailedLoadKeptUnreadPassesCounted)

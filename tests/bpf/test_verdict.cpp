@@ -126,12 +126,6 @@ std::string udp_to(const std::string& dst, unsigned port)
 	return udp4(kSandbox4, dst, kClientPort, port, "x");
 }
 
-Want to4(const std::string& dst, unsigned port, unsigned protocol)
-{
-	return {.family = AL_FAMILY_IPV4, .protocol = static_cast<uint8_t>(protocol), .port = static_cast<uint16_t>(port),
-		.addr = addr4(dst)};
-}
-
 // -- one longest-prefix lookup, then the first range that matches -------------
 
 TEST_F(Verdict, TheLongestPrefixWithAMatchingRangeDecides)
@@ -142,12 +136,12 @@ TEST_F(Verdict, TheLongestPrefixWithAMatchingRangeDecides)
 
 TEST_F(Verdict, AMoreSpecificDenyWins)
 {
-	egress_drops(tcp_to("10.1.2.3", 22), AL_REASON_RULE_DENY, 1, to4("10.1.2.3", 22, IPPROTO_TCP));
+	egress_drops(tcp_to("10.1.2.3", 22), AL_REASON_RULE_DENY, 1, to("10.1.2.3", IPPROTO_TCP, 22));
 }
 
 TEST_F(Verdict, WhatNoRangeMatchesIsDeniedByDefault)
 {
-	egress_drops(tcp_to("10.2.0.1", 22), AL_REASON_NO_RULE, AL_RULE_NONE, to4("10.2.0.1", 22, IPPROTO_TCP));
+	egress_drops(tcp_to("10.2.0.1", 22), AL_REASON_NO_RULE, AL_RULE_NONE, to("10.2.0.1", IPPROTO_TCP, 22));
 }
 
 TEST_F(Verdict, APortRangeHoldsBothItsEnds)
@@ -157,22 +151,22 @@ TEST_F(Verdict, APortRangeHoldsBothItsEnds)
 
 TEST_F(Verdict, APortRangeHoldsNothingBelowIt)
 {
-	egress_drops(udp_to("10.2.0.1", 7999), AL_REASON_NO_RULE, AL_RULE_NONE, to4("10.2.0.1", 7999, IPPROTO_UDP));
+	egress_drops(udp_to("10.2.0.1", 7999), AL_REASON_NO_RULE, AL_RULE_NONE, to("10.2.0.1", IPPROTO_UDP, 7999));
 }
 
 TEST_F(Verdict, APortRangeHoldsNothingAboveIt)
 {
-	egress_drops(udp_to("10.2.0.1", 8101), AL_REASON_NO_RULE, AL_RULE_NONE, to4("10.2.0.1", 8101, IPPROTO_UDP));
+	egress_drops(udp_to("10.2.0.1", 8101), AL_REASON_NO_RULE, AL_RULE_NONE, to("10.2.0.1", IPPROTO_UDP, 8101));
 }
 
 TEST_F(Verdict, ARangeKeepsItsProtocol)
 {
-	egress_drops(tcp_to("10.2.0.1", 8050), AL_REASON_NO_RULE, AL_RULE_NONE, to4("10.2.0.1", 8050, IPPROTO_TCP));
+	egress_drops(tcp_to("10.2.0.1", 8050), AL_REASON_NO_RULE, AL_RULE_NONE, to("10.2.0.1", IPPROTO_TCP, 8050));
 }
 
 TEST_F(Verdict, AtEqualPrefixDenyBeatsAllow)
 {
-	egress_drops(tcp_to("10.3.0.1", 25), AL_REASON_RULE_DENY, 4, to4("10.3.0.1", 25, IPPROTO_TCP));
+	egress_drops(tcp_to("10.3.0.1", 25), AL_REASON_RULE_DENY, 4, to("10.3.0.1", IPPROTO_TCP, 25));
 }
 
 TEST_F(Verdict, AtEqualPrefixTheAllowHoldsWhereTheDenyDoesNot)
@@ -188,13 +182,13 @@ TEST_F(Verdict, IPv6RulesHoldForIPv6)
 TEST_F(Verdict, IPv4RulesDoNotHoldForIPv6)
 {
 	egress_drops(tcp6(kSandbox6, "::a01:203", kClientPort, 443, "x"), AL_REASON_NO_RULE, AL_RULE_NONE,
-		     {.family = AL_FAMILY_IPV6, .protocol = IPPROTO_TCP, .port = 443, .addr = addr6("::a01:203")});
+		     to("::a01:203", IPPROTO_TCP, 443));
 }
 
 TEST_F(Verdict, AnIPv4MappedAddressIsJudgedAsIPv4)
 {
 	call_denied(connect6("::ffff:10.1.2.3", 22), AL_REASON_RULE_DENY, 1,
-		    {.family = AL_FAMILY_IPV4, .addr = addr4("10.1.2.3")});
+		    to("10.1.2.3", 0, 0));
 	EXPECT_EQ(run_sock_addr(connect6("::ffff:10.1.2.3", 443)), 1);
 	al_counters want = decided(AL_HOOK_CONNECT6, AL_VERDICT_DENY, AL_REASON_RULE_DENY);
 	want.decisions[AL_HOOK_CONNECT6][AL_VERDICT_ALLOW] = 1;
@@ -203,21 +197,20 @@ TEST_F(Verdict, AnIPv4MappedAddressIsJudgedAsIPv4)
 
 TEST_F(Verdict, AProtocolNoRuleCanNameIsProtocol)
 {
-	egress_drops(ip4(kSandbox4, "10.0.0.1", 47, "", "gre!"), AL_REASON_PROTOCOL, AL_RULE_NONE,
-		     {.family = AL_FAMILY_IPV4, .protocol = 47, .addr = addr4("10.0.0.1")});
+	egress_drops(ip4(kSandbox4, "10.0.0.1", 47, "", "gre!"), AL_REASON_PROTOCOL, AL_RULE_NONE, to("10.0.0.1", 47, 0));
 }
 
 TEST_F(Verdict, IcmpIsDeniedWithoutAnIcmpRule)
 {
 	std::string echo = Wire().u8(8).u8(0).u16(0).u16(1).u16(1);
 	egress_drops(ip4(kSandbox4, "10.0.0.1", IPPROTO_ICMP, "", echo), AL_REASON_NO_RULE, AL_RULE_NONE,
-		     {.family = AL_FAMILY_IPV4, .protocol = IPPROTO_ICMP, .addr = addr4("10.0.0.1")});
+		     to("10.0.0.1", IPPROTO_ICMP, 0));
 }
 
 TEST_F(Verdict, AConnectIsReportedWithItsTask)
 {
 	call_denied(connect4("192.0.2.1", 80), AL_REASON_NO_RULE, AL_RULE_NONE,
-		    {.family = AL_FAMILY_IPV4, .addr = addr4("192.0.2.1")});
+		    to("192.0.2.1", 0, 0));
 }
 
 // -- addresses learned from answers ------------------------------------------------
@@ -228,14 +221,11 @@ TEST_F(Verdict, ALearnedAddressIsAllowedByItsNamesRules)
 	learn("learned.test", "192.0.2.80");
 	EXPECT_EQ(run_sock_addr(connect4("192.0.2.80", 8443)), 1);
 	EXPECT_EQ(counters_differ(sb_->counters(), sum(base_, decided(AL_HOOK_CONNECT4, AL_VERDICT_ALLOW))), "");
-	expect_one_event({.hook = AL_HOOK_CONNECT4,
-			  .verdict = AL_VERDICT_ALLOW,
-			  .reason = AL_REASON_LEARNED,
-			  .rule = 6,
-			  .family = AL_FAMILY_IPV4,
-			  .protocol = IPPROTO_TCP,
-			  .port = 8443,
-			  .addr = addr4("192.0.2.80")});
+	Want w = to("192.0.2.80", IPPROTO_TCP, 8443, AL_REASON_LEARNED);
+	w.hook = AL_HOOK_CONNECT4;
+	w.verdict = AL_VERDICT_ALLOW;
+	w.rule = 6;
+	expect_one_event(w);
 }
 
 TEST_F(Verdict, ALearnedAddressOpensOnlyItsNamesPorts)
@@ -252,7 +242,7 @@ TEST_F(Verdict, ADenyRuleBeatsALearnedAddress)
 	std::string pkt = tcp_to("10.9.9.9", 8443);
 	EXPECT_EQ(run_skb(Programs::get().egress(), pkt), 0);
 	EXPECT_EQ(counters_differ(sb_->counters(), sum(base_, egress_denied(AL_REASON_RULE_DENY, pkt.size()))), "");
-	Want w = to4("10.9.9.9", 8443, IPPROTO_TCP);
+	Want w = to("10.9.9.9", IPPROTO_TCP, 8443);
 	w.reason = AL_REASON_RULE_DENY;
 	w.rule = 7;
 	expect_one_event(w);
@@ -290,8 +280,9 @@ TEST_F(Verdict, UnderFreezeTheFirstViolationLatchesInTheSameCall)
 {
 	use(policy(R"("on_violation": "freeze")"));
 	uint64_t before = now_ns();
-	call_denied(connect4("192.0.2.1", 80), AL_REASON_NO_RULE, AL_RULE_NONE,
-		    {.family = AL_FAMILY_IPV4, .addr = addr4("192.0.2.1"), .latched = 1});
+	Want latched = to("192.0.2.1", 0, 0);
+	latched.latched = 1;
+	call_denied(connect4("192.0.2.1", 80), AL_REASON_NO_RULE, AL_RULE_NONE, latched);
 	uint64_t after = now_ns();
 	al_latch l = sb_->latch();
 	EXPECT_GE(l.violated_ns, before);
@@ -305,7 +296,7 @@ TEST_F(Verdict, UnderFreezeTheFirstViolationLatchesInTheSameCall)
 TEST_F(Verdict, UnderDenyAViolationNeverLatches)
 {
 	call_denied(connect4("192.0.2.1", 80), AL_REASON_NO_RULE, AL_RULE_NONE,
-		    {.family = AL_FAMILY_IPV4, .addr = addr4("192.0.2.1")});
+		    to("192.0.2.1", 0, 0));
 	EXPECT_EQ(sb_->latch().violated_ns, 0u);
 }
 
@@ -314,13 +305,10 @@ TEST_F(Verdict, InAuditModeADenialGoesOnIsReportedAndNeverLatches)
 	use(policy(R"("mode": "audit", "on_violation": "freeze")"));
 	EXPECT_EQ(run_sock_addr(connect4("192.0.2.1", 80)), 1);
 	EXPECT_EQ(counters_differ(sb_->counters(), decided(AL_HOOK_CONNECT4, AL_VERDICT_AUDIT, AL_REASON_NO_RULE)), "");
-	expect_one_event({.hook = AL_HOOK_CONNECT4,
-			  .verdict = AL_VERDICT_AUDIT,
-			  .reason = AL_REASON_NO_RULE,
-			  .family = AL_FAMILY_IPV4,
-			  .protocol = IPPROTO_TCP,
-			  .port = 80,
-			  .addr = addr4("192.0.2.1")});
+	Want w = to("192.0.2.1", IPPROTO_TCP, 80, AL_REASON_NO_RULE);
+	w.hook = AL_HOOK_CONNECT4;
+	w.verdict = AL_VERDICT_AUDIT;
+	expect_one_event(w);
 	EXPECT_EQ(sb_->latch().violated_ns, 0u);
 }
 
@@ -346,7 +334,7 @@ TEST_F(Verdict, WithoutASandboxEntryEgressFailsClosed)
 	EXPECT_EQ(counters_differ(sb_->unknown_counters(), decided(AL_HOOK_EGRESS, AL_VERDICT_DENY, AL_REASON_NO_SANDBOX)),
 		  "");
 	EXPECT_EQ(counters_differ(sb_->counters(), {}), "");
-	Want w = to4("10.1.2.3", 443, IPPROTO_TCP);
+	Want w = to("10.1.2.3", IPPROTO_TCP, 443);
 	w.reason = AL_REASON_NO_SANDBOX;
 	expect_one_event(w, true);
 }
@@ -359,7 +347,7 @@ TEST_F(Verdict, WithoutASandboxEntryAConnectFailsClosed)
 	EXPECT_EQ(
 		counters_differ(sb_->unknown_counters(), decided(AL_HOOK_CONNECT4, AL_VERDICT_DENY, AL_REASON_NO_SANDBOX)), "");
 	EXPECT_EQ(counters_differ(sb_->counters(), {}), "");
-	Want w = to4("10.1.2.3", 443, IPPROTO_TCP);
+	Want w = to("10.1.2.3", IPPROTO_TCP, 443);
 	w.hook = AL_HOOK_CONNECT4;
 	w.reason = AL_REASON_NO_SANDBOX;
 	expect_one_event(w, true);
@@ -385,7 +373,7 @@ TEST_F(Verdict, AChildCgroupIsJudgedByItsSandbox)
 	cg::remove(child);
 	EXPECT_EQ(ret, 0);
 	EXPECT_EQ(sb_->counters().reasons[AL_REASON_RULE_DENY], 1u);
-	Want w = to4("10.1.2.3", 22, IPPROTO_TCP);
+	Want w = to("10.1.2.3", IPPROTO_TCP, 22);
 	w.hook = AL_HOOK_CONNECT4;
 	w.reason = AL_REASON_RULE_DENY;
 	w.rule = 1;
