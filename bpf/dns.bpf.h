@@ -123,6 +123,12 @@ static long al_walk_label(__u32 i, void *ctx)
 		s->w_err = AL_REASON_DNS_MALFORMED;
 		return 1;
 	}
+	/* A label that runs past the end is malformed, however long the name
+	 * would have been. */
+	if (p + l >= s->len) {
+		s->w_err = AL_REASON_DNS_MALFORMED;
+		return 1;
+	}
 	if (l > s->w_max_label)
 		s->w_max_label = l;
 	s->w_n += l + 1;

@@ -37,6 +37,20 @@ protected:
 		return tcp4(kSandbox4, kResolver4, kClientPort, 53, Wire().u16(msg.size()).raw(msg));
 	}
 
+	// w, a query decision about the resolver of that family, over UDP
+	// unless w says otherwise.
+	static Want about_query(Want w, uint8_t family = AL_FAMILY_IPV4)
+	{
+		unsigned protocol = w.protocol ? w.protocol : static_cast<unsigned>(IPPROTO_UDP);
+		Want dst = to(family == AL_FAMILY_IPV4 ? kResolver4 : kResolver6, protocol, 53);
+		w.kind = AL_EVENT_DNS_QUERY;
+		w.family = dst.family;
+		w.protocol = dst.protocol;
+		w.port = dst.port;
+		w.addr = dst.addr;
+		return w;
+	}
+
 	// The packet leaves as a query for the question in w (reason dns-allow).
 	void allowed(const std::string& pkt, Want w, uint8_t family = AL_FAMILY_IPV4)
 	{
@@ -44,16 +58,9 @@ protected:
 		al_counters want = egress_allowed(pkt.size());
 		want.dns_queries_allowed = 1;
 		EXPECT_EQ(counters_differ(sb_->counters(), want), "");
-		w.kind = AL_EVENT_DNS_QUERY;
 		w.verdict = AL_VERDICT_ALLOW;
 		w.reason = AL_REASON_DNS_ALLOW;
-		w.family = family;
-		w.port = 53;
-		if (w.protocol == 0)
-			w.protocol = IPPROTO_UDP;
-		if (w.addr.empty())
-			w.addr = family == AL_FAMILY_IPV4 ? addr4(kResolver4) : addr6(kResolver6);
-		expect_one_event(w);
+		expect_one_event(about_query(w, family));
 	}
 
 	// The packet is dropped as a query for reason; w: its question as far
@@ -64,16 +71,9 @@ protected:
 		al_counters want = sum(base, egress_denied(reason, pkt.size()));
 		want.dns_queries_denied = 1;
 		EXPECT_EQ(counters_differ(sb_->counters(), want), "");
-		w.kind = AL_EVENT_DNS_QUERY;
 		w.reason = reason;
-		w.family = AL_FAMILY_IPV4;
-		if (w.protocol == 0)
-			w.protocol = IPPROTO_UDP;
-		w.port = 53;
-		w.addr = addr4(kResolver4);
-		expect_one_event(w);
+		expect_one_event(about_query(w));
 	}
-
 };
 
 // -- let out -------------------------------------------------------------
@@ -154,11 +154,7 @@ TEST_F(DnsQuery, Port53OfAnAddressThatIsNoResolverIsDnsResolver)
 	std::string pkt = udp4(kSandbox4, "10.77.0.2", kClientPort, 53, query("allowed.test"));
 	EXPECT_EQ(run_skb(Programs::get().egress(), pkt), 0);
 	EXPECT_EQ(counters_differ(sb_->counters(), egress_denied(AL_REASON_DNS_RESOLVER, pkt.size())), "");
-	expect_one_event({.reason = AL_REASON_DNS_RESOLVER,
-			  .family = AL_FAMILY_IPV4,
-			  .protocol = IPPROTO_UDP,
-			  .port = 53,
-			  .addr = addr4("10.77.0.2")});
+	expect_one_event(to("10.77.0.2", IPPROTO_UDP, 53, AL_REASON_DNS_RESOLVER));
 }
 
 TEST_F(DnsQuery, TcpWithoutDnsTcpIsDnsTcp)
@@ -168,11 +164,7 @@ TEST_F(DnsQuery, TcpWithoutDnsTcpIsDnsTcp)
 	std::string syn = tcp4(kSandbox4, kResolver4, kClientPort, 53, "", 0x02);
 	EXPECT_EQ(run_skb(Programs::get().egress(), syn), 0);
 	EXPECT_EQ(counters_differ(sb_->counters(), egress_denied(AL_REASON_DNS_TCP, syn.size())), "");
-	expect_one_event({.reason = AL_REASON_DNS_TCP,
-			  .family = AL_FAMILY_IPV4,
-			  .protocol = IPPROTO_TCP,
-			  .port = 53,
-			  .addr = addr4(kResolver4)});
+	expect_one_event(to(kResolver4, IPPROTO_TCP, 53, AL_REASON_DNS_TCP));
 }
 
 // -- malformed ----------------------------------------------------------------
@@ -252,6 +244,16 @@ TEST_F(DnsQuery, AnObsoleteLabelTypeIsMalformed)
 TEST_F(DnsQuery, ALabelPastTheEndIsMalformed)
 {
 	std::string msg = dns_header(kQid).u8(63).raw("allowed");
+	denied(udp(msg), AL_REASON_DNS_MALFORMED, {.qid = kQid});
+}
+
+TEST_F(DnsQuery, ALabelPastTheEndIsMalformedWhereTheNameWouldBeTooLong)
+{
+	// 4 labels of 62 bytes (252 bytes), then one of 40 that the message cuts.
+	Wire msg = dns_header(kQid);
+	for (int i = 0; i < 4; i++)
+		msg.u8(62).raw(std::string(62, 'a'));
+	msg.u8(40).raw("short");
 	denied(udp(msg), AL_REASON_DNS_MALFORMED, {.qid = kQid});
 }
 
@@ -384,11 +386,7 @@ TEST_F(DnsQuery, NoFreeScratchIsDnsTableUnread)
 	Programs::get().hold_scratch(false);
 	EXPECT_EQ(ret, 0);
 	EXPECT_EQ(counters_differ(sb_->counters(), egress_denied(AL_REASON_DNS_TABLE, pkt.size())), "");
-	expect_one_event({.reason = AL_REASON_DNS_TABLE,
-			  .family = AL_FAMILY_IPV4,
-			  .protocol = IPPROTO_UDP,
-			  .port = 53,
-			  .addr = addr4(kResolver4)});
+	expect_one_event(to(kResolver4, IPPROTO_UDP, 53, AL_REASON_DNS_TABLE));
 }
 
 // -- EDNS ---------------------------------------------------------------------------
@@ -450,16 +448,8 @@ TEST_F(DnsQuery, InAuditModeADeniedQueryLeavesAndIsRemembered)
 	want.egress_bytes = pkt.size();
 	want.dns_queries_denied = 1;
 	EXPECT_EQ(counters_differ(sb_->counters(), want), "");
-	expect_one_event({.kind = AL_EVENT_DNS_QUERY,
-			  .verdict = AL_VERDICT_AUDIT,
-			  .reason = AL_REASON_DNS_NAME,
-			  .family = AL_FAMILY_IPV4,
-			  .protocol = IPPROTO_UDP,
-			  .port = 53,
-			  .addr = addr4(kResolver4),
-			  .qname = "denied.test",
-			  .qtype = kTypeA,
-			  .qid = kQid});
+	expect_one_event(about_query(
+		{.verdict = AL_VERDICT_AUDIT, .reason = AL_REASON_DNS_NAME, .qname = "denied.test", .qtype = kTypeA, .qid = kQid}));
 	EXPECT_EQ(sb_->pending().size(), 1u);
 	EXPECT_EQ(sb_->latch().violated_ns, 0u) << "audit mode never latches";
 }
@@ -479,16 +469,8 @@ TEST_F(DnsQuery, UnderFreezeADeniedQueryLatchesAndTheNextIsQuarantined)
 	want.denied_packets = 2;
 	want.dns_queries_denied = 1;
 	EXPECT_EQ(counters_differ(sb_->counters(), want), "");
-	expect_one_event({.kind = AL_EVENT_DNS_QUERY,
-			  .reason = AL_REASON_DNS_NAME,
-			  .family = AL_FAMILY_IPV4,
-			  .protocol = IPPROTO_UDP,
-			  .port = 53,
-			  .addr = addr4(kResolver4),
-			  .latched = 1,
-			  .qname = "denied.test",
-			  .qtype = kTypeA,
-			  .qid = kQid});
+	expect_one_event(
+		about_query({.reason = AL_REASON_DNS_NAME, .latched = 1, .qname = "denied.test", .qtype = kTypeA, .qid = kQid}));
 }
 
 }  // namespace
