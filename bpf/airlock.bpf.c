@@ -185,6 +185,7 @@ int al_egress(struct __sk_buff *skb)
 		if (bad) {
 			d.verdict = AL_VERDICT_DENY;
 			d.reason = bad;
+			d.err_site = dst.err_site;
 		} else {
 			al_decide_dest(sb, &dst, AL_HOOK_EGRESS, &d);
 			if (d.verdict == AL_VERDICT_ALLOW && al_is_dns(&dst)) {
@@ -219,19 +220,28 @@ int al_egress(struct __sk_buff *skb)
 }
 
 /* DNS answers to the sandbox, learned before the socket sees them. Every
- * other packet passes: ingress is not where egress control happens. */
+ * other packet passes: ingress is not where egress control happens. A
+ * packet that a failed helper kept from being read passes too, counted:
+ * nothing is learned from it. */
 SEC("cgroup_skb/ingress")
 int al_ingress(struct __sk_buff *skb)
 {
 	struct al_dest pkt;
 	__u64 cgid;
+	int bad = al_parse_packet(skb, &pkt);
 
-	if (al_parse_packet(skb, &pkt) || pkt.protocol != IPPROTO_UDP || pkt.sport != AL_DNS_PORT)
+	if (bad ? bad != AL_REASON_HELPER : pkt.protocol != IPPROTO_UDP || pkt.sport != AL_DNS_PORT)
 		return AL_PASS;
 	struct al_sandbox *sb = al_sandbox_of_skb(skb, &cgid);
 	if (!sb)
 		return AL_PASS;
 	struct al_counters *c = al_counters_of(sb->slot);
+	if (bad) {
+		struct al_decision d = { .reason = AL_REASON_HELPER, .err_site = pkt.err_site };
+
+		al_count_helper(c, &d);
+		return AL_PASS;
+	}
 	if (al_latched(sb->slot)) {
 		if (c)
 			c->dns_answers_dropped++;

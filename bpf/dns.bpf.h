@@ -9,6 +9,7 @@
 #define AIRLOCK_DNS_BPF_H
 
 #include "verdict.bpf.h"
+#include "parse.bpf.h"
 
 #define AL_MSG_MASK (AL_DNS_MSG_MAX - 1)
 #define AL_DNS_MAX_LABELS 128
@@ -17,6 +18,30 @@
 #define AL_DNS_TYPE_AAAA 28
 #define AL_DNS_TYPE_OPT 41
 #define AL_DNS_CLASS_IN 1
+
+/* The header of a DNS message (RFC 1035, 4.1.1), in host order once read
+ * (al_dns_hdr_read). */
+struct al_dns_hdr {
+	__u16 id;
+	__u16 flags;
+	__u16 qdcount;
+	__u16 ancount;
+	__u16 nscount;
+	__u16 arcount;
+};
+#define AL_DNS_HDR_LEN 12
+
+/* Bits of al_dns_hdr.flags. */
+#define AL_DNS_HDR_QR 0x8000     /* a response */
+#define AL_DNS_HDR_OPCODE 0x7800 /* 0: a standard query */
+#define AL_DNS_HDR_AA 0x0400
+#define AL_DNS_HDR_TC 0x0200     /* truncated */
+#define AL_DNS_HDR_RD 0x0100
+#define AL_DNS_HDR_RA 0x0080
+#define AL_DNS_HDR_Z 0x0040
+#define AL_DNS_HDR_AD 0x0020
+#define AL_DNS_HDR_CD 0x0010
+#define AL_DNS_HDR_RCODE 0x000f
 
 static __always_inline __u32 al_msg8(const struct al_scratch *s, __u32 off)
 {
@@ -31,6 +56,16 @@ static __always_inline __u32 al_msg16(const struct al_scratch *s, __u32 off)
 static __always_inline __u32 al_msg32(const struct al_scratch *s, __u32 off)
 {
 	return (al_msg16(s, off) << 16) | al_msg16(s, off + 2);
+}
+
+static __always_inline void al_dns_hdr_read(const struct al_scratch *s, struct al_dns_hdr *h)
+{
+	h->id = al_msg16(s, __builtin_offsetof(struct al_dns_hdr, id));
+	h->flags = al_msg16(s, __builtin_offsetof(struct al_dns_hdr, flags));
+	h->qdcount = al_msg16(s, __builtin_offsetof(struct al_dns_hdr, qdcount));
+	h->ancount = al_msg16(s, __builtin_offsetof(struct al_dns_hdr, ancount));
+	h->nscount = al_msg16(s, __builtin_offsetof(struct al_dns_hdr, nscount));
+	h->arcount = al_msg16(s, __builtin_offsetof(struct al_dns_hdr, arcount));
 }
 
 /* *idx: which entry, for the global functions below, which look it up
@@ -85,6 +120,12 @@ static long al_walk_label(__u32 i, void *ctx)
 	/* A compression pointer (or an obsolete label type): a question never
 	 * needs one, so it is refused rather than followed. */
 	if (l & 0xc0) {
+		s->w_err = AL_REASON_DNS_MALFORMED;
+		return 1;
+	}
+	/* A label that runs past the end is malformed, however long the name
+	 * would have been. */
+	if (p + l >= s->len) {
 		s->w_err = AL_REASON_DNS_MALFORMED;
 		return 1;
 	}
@@ -163,6 +204,15 @@ static __always_inline __u32 al_read_name(struct al_scratch *s, struct al_name_k
 	return 0;
 }
 
+/* The question of a query or an answer, once read. */
+struct al_question {
+	__u32 end;       /* just after its type and class */
+	__u32 n;         /* bytes of the name (al_name_key form) */
+	__u32 max_label;
+	__u16 qtype;
+	__u16 qclass;
+};
+
 /* ---- queries (egress) ------------------------------------------------------ */
 
 /* The query budget, a generic cell rate: each query moves the time at which
@@ -191,30 +241,35 @@ static __always_inline int al_dns_budget(__u32 slot, const struct al_dns_policy 
  * length-prefixed message of a TCP segment. Returns 0 or an al_reason; *len
  * 0 is a TCP segment without data (handshake, ACK, FIN). */
 static __always_inline __u32 al_dns_payload(struct __sk_buff *skb, const struct al_dest *dst, __u32 *off,
-					    __u32 *len)
+					    __u32 *len, __u8 *err_site)
 {
-	__u32 l4 = dst->l4off;
+	__u32 l4 = dst->l4off, plen = skb->len;
+	int r;
 
-	if (l4 > 0xffff || skb->len > 0xffff)
+	if (l4 > 0xffff || plen > 0xffff)
 		return AL_REASON_DNS_MALFORMED;
 	if (dst->protocol == IPPROTO_UDP) {
 		*off = l4 + 8;
 	} else {
 		__u8 doff;
 
-		if (bpf_skb_load_bytes(skb, l4 + 12, &doff, 1))
-			return AL_REASON_DNS_MALFORMED;
+		r = al_load(skb, l4 + 12, &doff, 1, AL_ERR_SITE_DNS_TCP_HEADER, err_site, AL_REASON_DNS_MALFORMED);
+		if (r)
+			return r;
 		*off = l4 + (doff >> 4) * 4;
 	}
-	if (*off > skb->len)
+	if (*off > plen)
 		return AL_REASON_DNS_MALFORMED;
-	*len = skb->len - *off;
+	*len = plen - *off;
 	if (dst->protocol == IPPROTO_TCP && *len) {
 		__be16 mlen;
 
 		/* Exactly one whole message per segment: anything else cannot
 		 * be judged by one look at one packet. */
-		if (*len < 2 || bpf_skb_load_bytes(skb, *off, &mlen, 2) || bpf_ntohs(mlen) != *len - 2)
+		r = al_load(skb, *off, &mlen, 2, AL_ERR_SITE_DNS_TCP_LENGTH, err_site, AL_REASON_DNS_MALFORMED);
+		if (r)
+			return r;
+		if (bpf_ntohs(mlen) != *len - 2)
 			return AL_REASON_DNS_MALFORMED;
 		*off += 2;
 		*len -= 2;
@@ -331,129 +386,145 @@ static __always_inline void al_dns_deny(struct al_decision *d, __u32 reason)
 	d->reason = reason;
 }
 
-/* Judges the query in an egress packet that the address rules let go to a
- * resolver. d becomes the query's decision; s keeps its question for the
- * event. A global function: the verifier checks it once, on its own, not
- * inlined into every path of the hook. */
-__noinline int al_dns_query(struct __sk_buff *skb, struct al_sandbox *sb, const struct al_dest *dst,
-			    struct al_decision *d, __u32 sidx)
+/* The steps of a query's judgement. Each returns 0 or the al_reason that
+ * denies it; al_query_judge takes them in order, the first reason wins. */
+
+/* The message, copied into the scratch: a header's worth, at most
+ * AL_DNS_QUERY_MAX bytes. */
+static __always_inline __u32 al_query_load(struct __sk_buff *skb, struct al_scratch *s, __u32 off, __u32 len,
+					   __u8 *err_site)
 {
-	struct al_scratch *s = bpf_map_lookup_elem(&al_scratch, &sidx);
+	int r;
 
-	if (!skb || !sb || !dst || !d || !s)
-		return 0;
-	__u32 policy_id = sb->policy_id, cslot = sb->slot;
-	struct al_counters *c = al_counters_of(cslot);
-	struct al_dns_policy *dp = bpf_map_lookup_elem(&al_dns, &policy_id);
-	__u32 off = 0, len = 0, r;
-
-	s->name_bytes = 0;
-	s->qtype = 0;
-	s->qid = 0;
-	d->dns = 1;
-	d->rule = AL_RULE_NONE;
-	if (!dp) {
-		al_dns_deny(d, AL_REASON_DNS_RESOLVER);
-		goto out;
-	}
-	r = al_dns_payload(skb, dst, &off, &len);
-	if (r) {
-		al_dns_deny(d, r);
-		goto out;
-	}
-	if (len == 0 && dst->protocol == IPPROTO_TCP) {
-		d->dns = 0; /* no message in this segment */
-		return 0;
-	}
-	if (len < 12 || len > AL_DNS_QUERY_MAX || bpf_skb_load_bytes(skb, off, s->msg, len)) {
-		al_dns_deny(d, AL_REASON_DNS_MALFORMED);
-		goto out;
-	}
+	if (len < AL_DNS_HDR_LEN || len > AL_DNS_QUERY_MAX)
+		return AL_REASON_DNS_MALFORMED;
+	r = al_load(skb, off, s->msg, len, AL_ERR_SITE_DNS_QUERY, err_site, AL_REASON_DNS_MALFORMED);
+	if (r)
+		return r;
 	s->len = len;
-	s->qid = al_msg16(s, 0);
-	__u32 flags = al_msg8(s, 2);
-	__u32 ar = al_msg16(s, 10);
-	/* A query (QR 0), standard opcode, one question, no answers. Of the
-	 * header's flags only RD, AD and CD may be set (stubs set RD; dig sets
-	 * AD; CD asks for unchecked data): every other bit would be a free one. */
-	if ((flags & 0xfe) != 0 || (al_msg8(s, 3) & 0xcf) != 0 || al_msg16(s, 4) != 1 || al_msg16(s, 6) != 0 ||
-	    al_msg16(s, 8) != 0) {
-		al_dns_deny(d, AL_REASON_DNS_MALFORMED);
-		goto out;
-	}
-	__u32 p = 0, n = 0, max_label = 0;
+	return 0;
+}
 
-	s->pv.name.policy_id = (__u16)policy_id;
-	r = al_read_name(s, &s->pv.name, 12, &p, &n, &max_label);
-	if (r) {
-		al_dns_deny(d, r);
-		goto out;
-	}
-	s->name_bytes = n + 1;
-	if (p + 4 > len) {
-		al_dns_deny(d, AL_REASON_DNS_MALFORMED);
-		goto out;
-	}
-	__u32 qtype = al_msg16(s, p), qclass = al_msg16(s, p + 2);
+/* A query (QR 0), standard opcode, one question, no answers. Of the
+ * header's flags only RD, AD and CD may be set (stubs set RD; dig sets AD;
+ * CD asks for unchecked data): every other bit would be a free one. */
+static __always_inline __u32 al_query_header(const struct al_dns_hdr *h)
+{
+	if ((h->flags & ~(AL_DNS_HDR_RD | AL_DNS_HDR_AD | AL_DNS_HDR_CD)) || h->qdcount != 1 || h->ancount ||
+	    h->nscount)
+		return AL_REASON_DNS_MALFORMED;
+	return 0;
+}
 
-	s->qtype = qtype;
-	p += 4;
-	/* Nothing may follow the question but one EDNS OPT record that
-	 * carries only what the policy lists. */
-	if (ar > 1) {
-		al_dns_deny(d, AL_REASON_DNS_EDNS);
-		goto out;
-	}
-	if (ar == 1) {
-		r = al_edns_check(s, dp, p, len);
-		if (r) {
-			al_dns_deny(d, r);
-			goto out;
-		}
-		p = len;
-	}
-	if (p != len) {
-		al_dns_deny(d, AL_REASON_DNS_MALFORMED);
-		goto out;
-	}
-	if (n > AL_DNS_NAME_MAX + 1 || (n && n - 1 > dp->max_name_len) || max_label > dp->max_label_len) {
-		al_dns_deny(d, AL_REASON_DNS_LENGTH);
-		goto out;
-	}
+/* The question: its name into the scratch's pending entry (kept for the
+ * event even if what follows is cut), its type and class. */
+static __always_inline __u32 al_query_question(struct al_scratch *s, struct al_question *q)
+{
+	__u32 r = al_read_name(s, &s->pv.name, AL_DNS_HDR_LEN, &q->end, &q->n, &q->max_label);
+
+	if (r)
+		return r;
+	s->name_bytes = q->n + 1;
+	if (q->end + 4 > s->len)
+		return AL_REASON_DNS_MALFORMED;
+	q->qtype = al_msg16(s, q->end);
+	q->qclass = al_msg16(s, q->end + 2);
+	s->qtype = q->qtype;
+	q->end += 4;
+	return 0;
+}
+
+/* Nothing may follow the question but one EDNS OPT record that carries
+ * only what the policy lists. */
+static __always_inline __u32 al_query_additional(struct al_scratch *s, const struct al_dns_policy *dp,
+						 const struct al_dns_hdr *h, __u32 end)
+{
+	if (h->arcount > 1)
+		return AL_REASON_DNS_EDNS;
+	if (h->arcount == 1)
+		return al_edns_check(s, dp, end, s->len);
+	return end != s->len ? AL_REASON_DNS_MALFORMED : 0;
+}
+
+static __always_inline __u32 al_query_lengths(const struct al_dns_policy *dp, const struct al_question *q)
+{
+	__u32 n = q->n;
+
+	if (n > AL_DNS_NAME_MAX + 1 || (n && n - 1 > dp->max_name_len) || q->max_label > dp->max_label_len)
+		return AL_REASON_DNS_LENGTH;
+	return 0;
+}
+
+static __always_inline __u32 al_query_type(const struct al_dns_policy *dp, const struct al_question *q)
+{
 	int type_ok = 0;
 
 	for (int i = 0; i < AL_DNS_MAX_TYPES; i++) {
 		if (i >= dp->ntypes)
 			break;
-		if (dp->types[i] == qtype)
+		if (dp->types[i] == q->qtype)
 			type_ok = 1;
 	}
-	if (!type_ok || qclass != AL_DNS_CLASS_IN) {
-		al_dns_deny(d, AL_REASON_DNS_TYPE);
-		goto out;
-	}
-	struct al_rule_set *rs = al_name_match(&s->pv.name, n);
+	return type_ok && q->qclass == AL_DNS_CLASS_IN ? 0 : AL_REASON_DNS_TYPE;
+}
+
+/* A domain rule must let the name be queried; the decision names the rule. */
+static __always_inline __u32 al_query_name(struct al_scratch *s, const struct al_question *q,
+					   struct al_decision *d)
+{
+	struct al_rule_set *rs = al_name_match(&s->pv.name, q->n);
 
 	if (!rs || !(rs->flags & AL_RS_QUERY)) {
 		if (rs)
 			d->rule = al_name_rule(rs, 0);
-		al_dns_deny(d, AL_REASON_DNS_NAME);
-		goto out;
+		return AL_REASON_DNS_NAME;
 	}
 	d->rule = al_name_rule(rs, 1);
-	if (!al_dns_budget(sb->slot, dp)) {
-		al_dns_deny(d, AL_REASON_DNS_RATE);
-		goto out;
-	}
-out:
-	if (d->verdict == AL_VERDICT_ALLOW) {
-		if (c)
-			c->dns_queries_allowed++;
-	} else if (c) {
-		c->dns_queries_denied++;
-	}
-	/* Remember what is let out (everything, in audit mode) so that its
-	 * answer can be matched. Answers over TCP are not learned. */
+	return 0;
+}
+
+static __always_inline __u32 al_query_judge(struct __sk_buff *skb, const struct al_sandbox *sb,
+					    const struct al_dns_policy *dp, struct al_scratch *s, __u32 off,
+					    __u32 len, struct al_decision *d)
+{
+	struct al_dns_hdr h;
+	struct al_question q = {};
+	__u32 r;
+
+	r = al_query_load(skb, s, off, len, &d->err_site);
+	if (r)
+		return r;
+	al_dns_hdr_read(s, &h);
+	s->qid = h.id;
+	r = al_query_header(&h);
+	if (r)
+		return r;
+	s->pv.name.policy_id = (__u16)sb->policy_id;
+	r = al_query_question(s, &q);
+	if (r)
+		return r;
+	r = al_query_additional(s, dp, &h, q.end);
+	if (r)
+		return r;
+	r = al_query_lengths(dp, &q);
+	if (r)
+		return r;
+	r = al_query_type(dp, &q);
+	if (r)
+		return r;
+	r = al_query_name(s, &q, d);
+	if (r)
+		return r;
+	return al_dns_budget(sb->slot, dp) ? 0 : AL_REASON_DNS_RATE;
+}
+
+/* Remembers what is let out (everything, in audit mode) so that its answer
+ * can be matched, then counts the query. A query whose answer could not be
+ * matched is not let out: answers over TCP are not learned, so only UDP is
+ * remembered. */
+static __always_inline void al_query_remember(const struct al_sandbox *sb, const struct al_dest *dst,
+					      struct al_scratch *s, struct al_counters *c, struct al_decision *d)
+{
 	if (s->name_bytes && dst->protocol == IPPROTO_UDP &&
 	    (d->verdict == AL_VERDICT_ALLOW || (sb->flags & AL_SB_AUDIT))) {
 		__u32 slot = sb->slot;
@@ -467,14 +538,52 @@ out:
 		__builtin_memcpy(pk.resolver, dst->addr, sizeof(pk.resolver));
 		s->pv.ts_ns = bpf_ktime_get_ns();
 		s->pv.qtype = s->qtype;
-		if ((!pt || bpf_map_update_elem(pt, &pk, &s->pv, BPF_ANY)) && d->verdict == AL_VERDICT_ALLOW) {
+		if ((!pt || bpf_map_update_elem(pt, &pk, &s->pv, BPF_ANY)) && d->verdict == AL_VERDICT_ALLOW)
 			al_dns_deny(d, AL_REASON_DNS_TABLE);
-			if (c) {
-				c->dns_queries_allowed--;
-				c->dns_queries_denied++;
-			}
-		}
 	}
+	if (!c)
+		return;
+	if (d->verdict == AL_VERDICT_ALLOW)
+		c->dns_queries_allowed++;
+	else
+		c->dns_queries_denied++;
+}
+
+/* Judges the query in an egress packet that the address rules let go to a
+ * resolver. d becomes the query's decision; s keeps its question for the
+ * event. A global function: the verifier checks it once, on its own, not
+ * inlined into every path of the hook. */
+__noinline int al_dns_query(struct __sk_buff *skb, struct al_sandbox *sb, const struct al_dest *dst,
+			    struct al_decision *d, __u32 sidx)
+{
+	struct al_scratch *s = bpf_map_lookup_elem(&al_scratch, &sidx);
+
+	if (!skb || !sb || !dst || !d)
+		return 0;
+	if (!s) {
+		/* The hook holds this entry: not found, nothing is judged. */
+		al_dns_deny(d, AL_REASON_BUSY);
+		return 0;
+	}
+	__u32 policy_id = sb->policy_id;
+	struct al_dns_policy *dp = bpf_map_lookup_elem(&al_dns, &policy_id);
+	__u32 off = 0, len = 0, r;
+
+	s->name_bytes = 0;
+	s->qtype = 0;
+	s->qid = 0;
+	d->dns = 1;
+	d->rule = AL_RULE_NONE;
+	r = dp ? al_dns_payload(skb, dst, &off, &len, &d->err_site) : AL_REASON_DNS_RESOLVER;
+	if (!r && len == 0 && dst->protocol == IPPROTO_TCP) {
+		d->dns = 0; /* no message in this segment */
+		return 0;
+	}
+	if (!r)
+		r = al_query_judge(skb, sb, dp, s, off, len, d);
+	if (r)
+		al_dns_deny(d, r);
+	al_query_remember(sb, dst, s, al_counters_of(sb->slot), d);
 	return 0;
 }
 
@@ -725,21 +834,25 @@ static long al_learn_one(__u32 k, void *ctx)
 	return 0;
 }
 
-/* A dropped answer: counted and reported, never a violation of the sandbox
- * (whoever forged it is outside). */
+/* A dropped answer: counted (a helper's failure also where it failed) and
+ * reported, never a violation of the sandbox (whoever forged it is
+ * outside). */
 static __always_inline int al_answer_drop_why(struct al_sandbox *sb, struct al_counters *c, __u64 cgid,
-					      const struct al_dest *pkt, struct al_scratch *s, __u32 reason)
+					      const struct al_dest *pkt, struct al_scratch *s, __u32 reason,
+					      __u8 err_site)
 {
 	struct al_decision d = {
 		.verdict = AL_VERDICT_DENY,
 		.reason = reason,
 		.rule = AL_RULE_NONE,
+		.err_site = err_site,
 	};
 	struct al_dest from = { .family = pkt->family, .protocol = pkt->protocol, .port = pkt->sport };
 
 	__builtin_memcpy(from.addr, pkt->saddr, sizeof(from.addr));
 	if (c)
 		c->dns_answers_dropped++;
+	al_count_helper(c, &d);
 	if (s)
 		al_emit_dns(c, AL_HOOK_INGRESS, cgid, sb->slot, sb->policy_id, &from, &d, &s->lv.name, s->qtype,
 			    s->qid, s->name_bytes, 0, 0);
@@ -749,57 +862,65 @@ static __always_inline int al_answer_drop_why(struct al_sandbox *sb, struct al_c
 static __always_inline int al_answer_drop(struct al_sandbox *sb, struct al_counters *c, __u64 cgid,
 					  const struct al_dest *pkt, struct al_scratch *s)
 {
-	return al_answer_drop_why(sb, c, cgid, pkt, s, AL_REASON_DNS_UNSOLICITED);
+	return al_answer_drop_why(sb, c, cgid, pkt, s, AL_REASON_DNS_UNSOLICITED, 0);
 }
 
-/* An answer from port 53 to a sandbox socket. Returns AL_PASS or AL_DROP.
- * A global function, like al_dns_query. */
-__noinline int al_dns_answer(struct __sk_buff *skb, struct al_sandbox *sb, __u64 cgid, const struct al_dest *pkt,
-			     __u32 sidx)
+/* The steps of an answer's judgement. Each returns 0 or the al_reason the
+ * answer is dropped for. */
+
+/* From a listed resolver: the message copied into the scratch (at most
+ * AL_DNS_MSG_MAX bytes of it). */
+static __always_inline __u32 al_answer_load(struct __sk_buff *skb, const struct al_dns_policy *dp,
+					    const struct al_dest *pkt, struct al_scratch *s, __u8 *err_site)
 {
-	struct al_scratch *s = bpf_map_lookup_elem(&al_scratch, &sidx);
+	__u32 off = pkt->l4off + 8, plen = skb->len, len;
+	int r;
 
-	if (!skb || !sb || !pkt || !s)
-		return AL_DROP;
-	__u32 policy_id = sb->policy_id, slot = sb->slot;
-	struct al_counters *c = al_counters_of(slot);
-	struct al_dns_policy *dp = bpf_map_lookup_elem(&al_dns, &policy_id);
-	__u32 off = pkt->l4off + 8, len;
-
-	s->name_bytes = 0;
-	s->qtype = 0;
-	s->qid = 0;
-	if (!dp || !al_is_resolver(dp, pkt->family, pkt->saddr) || pkt->l4off > 0xffff || off > skb->len)
-		return al_answer_drop(sb, c, cgid, pkt, s);
-	len = skb->len - off;
+	if (!al_is_resolver(dp, pkt->family, pkt->saddr) || pkt->l4off > 0xffff || off > plen)
+		return AL_REASON_DNS_UNSOLICITED;
+	len = plen - off;
 	if (len > AL_DNS_MSG_MAX)
 		len = AL_DNS_MSG_MAX;
-	if (len < 12 || bpf_skb_load_bytes(skb, off, s->msg, len))
-		return al_answer_drop(sb, c, cgid, pkt, s);
+	if (len < AL_DNS_HDR_LEN)
+		return AL_REASON_DNS_UNSOLICITED;
+	r = al_load(skb, off, s->msg, len, AL_ERR_SITE_DNS_ANSWER, err_site, AL_REASON_DNS_UNSOLICITED);
+	if (r)
+		return r;
 	s->len = len;
-	s->qid = al_msg16(s, 0);
-	__u32 flags = al_msg8(s, 2);
+	return 0;
+}
 
-	if (!(flags & 0x80) || ((flags >> 3) & 0xf) != 0 || al_msg16(s, 4) != 1)
-		return al_answer_drop(sb, c, cgid, pkt, s);
-	__u32 p = 0, n = 0, max_label = 0;
+/* An answer (QR 1) to a standard query, with one question. */
+static __always_inline __u32 al_answer_header(const struct al_dns_hdr *h)
+{
+	if (!(h->flags & AL_DNS_HDR_QR) || (h->flags & AL_DNS_HDR_OPCODE) || h->qdcount != 1)
+		return AL_REASON_DNS_UNSOLICITED;
+	return 0;
+}
 
-	s->lv.name.policy_id = (__u16)policy_id;
-	if (al_read_name(s, &s->lv.name, 12, &p, &n, &max_label) || p + 4 > len)
-		return al_answer_drop(sb, c, cgid, pkt, s);
-	s->name_bytes = n + 1;
-	s->qtype = al_msg16(s, p);
-	p += 4;
+/* The question, into the scratch's learned entry. */
+static __always_inline __u32 al_answer_question(struct al_scratch *s, struct al_question *q)
+{
+	if (al_read_name(s, &s->lv.name, AL_DNS_HDR_LEN, &q->end, &q->n, &q->max_label) || q->end + 4 > s->len)
+		return AL_REASON_DNS_UNSOLICITED;
+	s->name_bytes = q->n + 1;
+	s->qtype = al_msg16(s, q->end);
+	q->qtype = s->qtype;
+	q->end += 4;
+	return 0;
+}
 
-	/* Only for a query this sandbox sent: resolver, port, id, then the
-	 * question itself. Used once. */
+/* Only for a query this sandbox sent: resolver, port, id, then the
+ * question itself. Used once. */
+static __always_inline __u32 al_answer_match(struct al_scratch *s, __u32 slot, const struct al_dest *pkt)
+{
 	void *pt = bpf_map_lookup_elem(&al_pending, &slot);
 	struct al_pending_key pk = { .family = pkt->family, .port = pkt->port, .id = s->qid };
 
 	__builtin_memcpy(pk.resolver, pkt->saddr, sizeof(pk.resolver));
 	struct al_pending *pe = pt ? bpf_map_lookup_elem(pt, &pk) : 0;
 	if (!pe || pe->qtype != s->qtype)
-		return al_answer_drop(sb, c, cgid, pkt, s);
+		return AL_REASON_DNS_UNSOLICITED;
 	s->lv.name.policy_id = pe->name.policy_id;
 	s->lv.name.prefixlen = pe->name.prefixlen;
 	const __u32 *x = (const __u32 *)&pe->name, *y = (const __u32 *)&s->lv.name;
@@ -809,19 +930,23 @@ __noinline int al_dns_answer(struct __sk_buff *skb, struct al_sandbox *sb, __u64
 		if (x[i] != y[i])
 			same = 0;
 	if (!same)
-		return al_answer_drop(sb, c, cgid, pkt, s);
+		return AL_REASON_DNS_UNSOLICITED;
 	bpf_map_delete_elem(pt, &pk);
+	return 0;
+}
 
-	if ((flags & 0x02) || (al_msg8(s, 3) & 0xf) != 0)
-		return AL_PASS; /* truncated or an error: nothing to learn */
-	__u32 an = al_msg16(s, 6);
+/* The answer records, at most AL_DNS_MAX_RRS of them, from p on: each
+ * owner, each fixed part, the question's CNAME chain. */
+static __always_inline __u32 al_answer_walk(struct al_scratch *s, const struct al_dns_hdr *h, __u32 p)
+{
+	__u32 an = h->ancount;
 	struct al_loop_ctx walk = { .s = s };
 
 	if (an > AL_DNS_MAX_RRS)
 		an = AL_DNS_MAX_RRS;
 	s->rr_p = p;
 	s->rr_owner = p;
-	s->rr_cur = 12; /* the question's name, uncompressed (al_read_name) */
+	s->rr_cur = AL_DNS_HDR_LEN; /* the question's name, uncompressed (al_read_name) */
 	s->rr_count = 0;
 	s->rr_err = 0;
 	s->rr_left = an;
@@ -831,13 +956,18 @@ __noinline int al_dns_answer(struct __sk_buff *skb, struct al_sandbox *sb, __u64
 	 * most 255 name bytes, their length bytes and the pointer hops. */
 	if (an)
 		bpf_loop(AL_DNS_MAX_RRS * (AL_DNS_MAX_LABELS + 2 + 2 * 256 + 2 * AL_DNS_PTR_HOPS), al_rr_step, &walk, 0);
-	if (s->rr_err || s->rr_left)
-		return al_answer_drop_why(sb, c, cgid, pkt, s, AL_REASON_DNS_MALFORMED);
-	__u32 count = s->rr_count;
+	return s->rr_err || s->rr_left ? AL_REASON_DNS_MALFORMED : 0;
+}
+
+/* What a walked answer teaches: the addresses on the chain, learned under
+ * the question's name (n bytes) if its rules let it be queried now. */
+static __always_inline void al_answer_learn(struct al_sandbox *sb, struct al_scratch *s, struct al_dns_policy *dp,
+					    struct al_counters *c, __u64 cgid, __u32 n)
+{
+	__u32 count = s->rr_count, slot = sb->slot, policy_id = sb->policy_id;
 
 	if (c)
 		c->dns_records_off_chain += s->rr_off_chain;
-
 	s->lv.name.policy_id = (__u16)policy_id;
 	struct al_rule_set *rs = al_name_match(&s->lv.name, n);
 	struct al_learn_ctx lc = {
@@ -859,6 +989,51 @@ __noinline int al_dns_answer(struct __sk_buff *skb, struct al_sandbox *sb, __u64
 		count = AL_DNS_MAX_ANSWERS;
 	if (count)
 		bpf_loop(count, al_learn_one, &lc, 0);
+}
+
+/* An answer from port 53 to a sandbox socket. Returns AL_PASS or AL_DROP.
+ * A global function, like al_dns_query. */
+__noinline int al_dns_answer(struct __sk_buff *skb, struct al_sandbox *sb, __u64 cgid, const struct al_dest *pkt,
+			     __u32 sidx)
+{
+	struct al_scratch *s = bpf_map_lookup_elem(&al_scratch, &sidx);
+
+	if (!skb || !sb || !pkt)
+		return AL_DROP;
+	__u32 policy_id = sb->policy_id;
+	struct al_counters *c = al_counters_of(sb->slot);
+	struct al_dns_policy *dp = bpf_map_lookup_elem(&al_dns, &policy_id);
+	struct al_dns_hdr h;
+	struct al_question q = {};
+	__u8 site = 0;
+	__u32 r;
+
+	if (!s)
+		return al_answer_drop(sb, c, cgid, pkt, 0); /* the hook holds this entry */
+	s->name_bytes = 0;
+	s->qtype = 0;
+	s->qid = 0;
+	if (!dp)
+		return al_answer_drop(sb, c, cgid, pkt, s);
+	r = al_answer_load(skb, dp, pkt, s, &site);
+	if (r)
+		return al_answer_drop_why(sb, c, cgid, pkt, s, r, site);
+	al_dns_hdr_read(s, &h);
+	s->qid = h.id;
+	s->lv.name.policy_id = (__u16)policy_id;
+	r = al_answer_header(&h);
+	if (!r)
+		r = al_answer_question(s, &q);
+	if (!r)
+		r = al_answer_match(s, sb->slot, pkt);
+	if (r)
+		return al_answer_drop_why(sb, c, cgid, pkt, s, r, 0);
+	if (h.flags & (AL_DNS_HDR_TC | AL_DNS_HDR_RCODE))
+		return AL_PASS; /* truncated or an error: nothing to learn */
+	r = al_answer_walk(s, &h, q.end);
+	if (r)
+		return al_answer_drop_why(sb, c, cgid, pkt, s, r, 0);
+	al_answer_learn(sb, s, dp, c, cgid, q.n);
 	return AL_PASS;
 }
 

@@ -16,6 +16,7 @@ struct al_dest {
 	__u16 sport;   /* host order */
 	__u8 saddr[16];
 	__u32 l4off;   /* where the TCP/UDP header starts */
+	__u8 err_site; /* al_err_site, when parsing failed with AL_REASON_HELPER */
 };
 
 struct al_decision {
@@ -26,6 +27,7 @@ struct al_decision {
 	__u8 quiet;   /* count it, report nothing */
 	__u8 dns;     /* a DNS query: report it with its question (the egress scratch) */
 	__u8 signal;  /* al_event_signal: sent to the task in the call */
+	__u8 err_site; /* al_err_site, when the reason is AL_REASON_HELPER */
 };
 
 /* Set by the agent before load: cgroup_skb programs may call
@@ -55,11 +57,25 @@ static __always_inline struct al_counters *al_counters_of(__u32 slot)
 	return bpf_map_lookup_elem(&al_counters, &slot);
 }
 
+/* A helper that failed is counted where it failed, whatever became of the
+ * packet. */
+static __always_inline void al_count_helper(struct al_counters *c, const struct al_decision *d)
+{
+	__u32 site = d->err_site;
+
+	if (!c || d->reason != AL_REASON_HELPER)
+		return;
+	asm volatile("" : "+r"(site));
+	if (site < AL_ERR_SITE_MAX)
+		c->helper_errors[site]++;
+}
+
 static __always_inline void al_count(struct al_counters *c, __u8 hook,
 				     const struct al_decision *d)
 {
 	if (!c)
 		return;
+	al_count_helper(c, d);
 	__u32 h = hook, v = d->verdict;
 
 	/* Keep each bound check and its index in one register. */

@@ -114,6 +114,7 @@ static __always_inline void al_rules_decide(__u32 policy_id, const struct al_des
 	out->latched = 0;
 	out->quiet = 0;
 	out->dns = 0;
+	out->err_site = 0;
 
 	__u8 bit = al_proto_bit(dst->protocol);
 	if (!bit) {

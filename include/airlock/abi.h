@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 6
+#define AL_ABI_VERSION 7
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -159,11 +159,33 @@ enum al_verdict {
 	X(AL_REASON_BUSY, 27, "busy")                     /* no working memory free on this CPU: fail closed */ \
 	X(AL_REASON_REFUSED, 28, "refused")               /* a refuse rule: failed, counted, not a violation */ \
 	X(AL_REASON_UNIX_OWN, 29, "unix-own")             /* allowed: an abstract name a process of the sandbox bound */ \
-	X(AL_REASON_FAMILY, 30, "family")                 /* a socket family the policy does not list (al_event.port holds AF_x) */
+	X(AL_REASON_FAMILY, 30, "family")                 /* a socket family the policy does not list (al_event.port holds AF_x) */ \
+	X(AL_REASON_HELPER, 31, "helper")                 /* a BPF helper failed (al_counters.helper_errors says where): fail closed */
 
 enum al_reason {
 	AL_REASONS(AL_ENUMERATOR)
-	AL_REASON_MAX = 31,
+	AL_REASON_MAX = 32,
+};
+
+/* Where a BPF helper call failed: al_counters.helper_errors[site]. A packet
+ * too short for what its headers say is malformed, and is found by length
+ * checks before any load; these count the loads that failed all the same,
+ * which no packet's bytes can cause. The names are metric labels: never
+ * renamed. */
+#define AL_ERR_SITES(X) \
+	X(AL_ERR_SITE_IPV4_HEADER, 0, "ipv4-header")       /* the fixed IPv4 header */ \
+	X(AL_ERR_SITE_IPV4_OPTION, 1, "ipv4-option")       /* an IPv4 option's type or length */ \
+	X(AL_ERR_SITE_IPV6_HEADER, 2, "ipv6-header")       /* the fixed IPv6 header */ \
+	X(AL_ERR_SITE_IPV6_EXT, 3, "ipv6-extension")       /* an IPv6 extension header's next header and length */ \
+	X(AL_ERR_SITE_L4_PORTS, 4, "l4-ports")             /* the TCP or UDP ports */ \
+	X(AL_ERR_SITE_DNS_TCP_HEADER, 5, "dns-tcp-header") /* the data offset of a TCP segment to a resolver */ \
+	X(AL_ERR_SITE_DNS_TCP_LENGTH, 6, "dns-tcp-length") /* the length in front of a DNS message over TCP */ \
+	X(AL_ERR_SITE_DNS_QUERY, 7, "dns-query")           /* the copy of a query into the scratch */ \
+	X(AL_ERR_SITE_DNS_ANSWER, 8, "dns-answer")         /* the copy of an answer into the scratch */
+
+enum al_err_site {
+	AL_ERR_SITES(AL_ENUMERATOR)
+	AL_ERR_SITE_MAX = 9,
 };
 
 enum al_violation_action {
@@ -400,6 +422,7 @@ struct al_counters {
 	__u64 dns_learn_full;           /* addresses not learned: the table was full */
 	__u64 dns_records_off_chain;    /* A/AAAA records not learned: owner outside the question's CNAME chain */
 	__u64 unix_bound_full;          /* abstract names bound but not remembered: the table was full */
+	__u64 helper_errors[AL_ERR_SITE_MAX]; /* helper calls that failed, by al_err_site */
 	/* Events not sent to the ring by the rate limit, by hook and reason. */
 	__u64 suppressed[AL_HOOK_MAX][AL_REASON_MAX];
 };
@@ -492,7 +515,7 @@ AL_STATIC_ASSERT(sizeof(struct al_rule_set) == 8 + 8 * AL_MAX_RANGES, "al_rule_s
 AL_STATIC_ASSERT(sizeof(struct al_latch) == 16, "al_latch layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==
 			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13 +
-			      (int)AL_HOOK_MAX * (int)AL_REASON_MAX),
+			      (int)AL_ERR_SITE_MAX + (int)AL_HOOK_MAX * (int)AL_REASON_MAX),
 		 "al_counters layout");
 AL_STATIC_ASSERT(sizeof(struct al_flood) == 8 * (int)AL_HOOK_MAX * (int)AL_REASON_MAX, "al_flood layout");
 AL_STATIC_ASSERT(sizeof(struct al_event) == 80, "al_event layout");

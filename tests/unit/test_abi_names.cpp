@@ -40,14 +40,15 @@ TEST(AbiNames, EveryValueBelowMaxHasItsOwnName)
 	// Nothing done to the task is never written out: its name is empty.
 	EXPECT_STREQ(signal_name(AL_SIGNAL_NONE), "");
 	expect_own_names("signal", AL_SIGNAL_MAX, signal_name, AL_SIGNAL_NONE + 1);
-	for (auto f : {hook_name, verdict_name, reason_name, signal_name})
+	expect_own_names("site", AL_ERR_SITE_MAX, err_site_name);
+	for (auto f : {hook_name, verdict_name, reason_name, signal_name, err_site_name})
 		EXPECT_STREQ(f(1000), "unknown");
 }
 
 // The names as audit logs, docs, dashboards and alert rules know them.
 TEST(AbiNames, NamesAreTheOnesLogsAndMetricsUse)
 {
-	std::vector<std::string> hooks, verdicts, reasons, signals;
+	std::vector<std::string> hooks, verdicts, reasons, signals, sites;
 	for (unsigned v = 0; v < AL_HOOK_MAX; v++)
 		hooks.push_back(hook_name(v));
 	for (unsigned v = 0; v < AL_VERDICT_MAX; v++)
@@ -56,6 +57,8 @@ TEST(AbiNames, NamesAreTheOnesLogsAndMetricsUse)
 		reasons.push_back(reason_name(v));
 	for (unsigned v = 0; v < AL_SIGNAL_MAX; v++)
 		signals.push_back(signal_name(v));
+	for (unsigned v = 0; v < AL_ERR_SITE_MAX; v++)
+		sites.push_back(err_site_name(v));
 	EXPECT_EQ(hooks, (std::vector<std::string>{"sock_create", "connect4", "connect6", "sendmsg4", "sendmsg6",
 						   "egress", "ingress", "connect_unix", "sendmsg_unix", "socket",
 						   "unknown", "unknown"}));
@@ -68,8 +71,11 @@ TEST(AbiNames, NamesAreTheOnesLogsAndMetricsUse)
 					    "dns-name",       "dns-type",     "dns-length",    "dns-rate",
 					    "dns-table",      "learned",      "dns-unsolicited", "dns-edns",
 					    "dns-off-chain",  "unix-path",    "unix-scoped",   "busy",
-					    "refused",        "unix-own",     "family"}));
+					    "refused",        "unix-own",     "family",        "helper"}));
 	EXPECT_EQ(signals, (std::vector<std::string>{"", "stopped", "killed", "signal-failed"}));
+	EXPECT_EQ(sites, (std::vector<std::string>{"ipv4-header", "ipv4-option", "ipv6-header", "ipv6-extension",
+						   "l4-ports", "dns-tcp-header", "dns-tcp-length", "dns-query",
+						   "dns-answer"}));
 }
 
 // Each name of the form, and none twice.

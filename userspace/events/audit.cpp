@@ -66,6 +66,7 @@ constexpr Names<AL_HOOK_MAX> kHookNames({AL_HOOKS(AL_NAME_ENTRY)}, true);
 constexpr Names<AL_VERDICT_MAX> kVerdictNames({AL_VERDICTS(AL_NAME_ENTRY)});
 constexpr Names<AL_REASON_MAX> kReasonNames({AL_REASONS(AL_NAME_ENTRY)});
 constexpr Names<AL_SIGNAL_MAX> kSignalNames({AL_EVENT_SIGNALS(AL_NAME_ENTRY)});
+constexpr Names<AL_ERR_SITE_MAX> kErrSiteNames({AL_ERR_SITES(AL_NAME_ENTRY)});
 #undef AL_NAME_ENTRY
 
 }  // namespace
@@ -74,6 +75,7 @@ const char* hook_name(unsigned hook) { return kHookNames(hook); }
 const char* verdict_name(unsigned verdict) { return kVerdictNames(verdict); }
 const char* reason_name(unsigned reason) { return kReasonNames(reason); }
 const char* signal_name(unsigned signal) { return kSignalNames(signal); }
+const char* err_site_name(unsigned site) { return kErrSiteNames(site); }
 
 std::string protocol_name(unsigned p)
 {

@@ -16,6 +16,8 @@ namespace airlock {
 const char* hook_name(unsigned hook);
 const char* verdict_name(unsigned verdict);
 const char* reason_name(unsigned reason);
+// Where a BPF helper failed (al_err_site): stable names, metric labels.
+const char* err_site_name(unsigned site);
 // What the kernel did to the task in its violating call ("" for nothing).
 const char* signal_name(unsigned signal);
 std::string protocol_name(unsigned ipproto);

@@ -20,7 +20,7 @@
 
 namespace airlock::kernel {
 
-Kernel load_embedded(const std::string& bpf_dir);  // loader.cpp
+Kernel load_embedded(const std::string& bpf_dir, bool pinned);  // loader.cpp
 uint64_t embedded_object_id();                     // loader.cpp
 
 const std::array<ProgSpec, ProgCount> kProgs = {{
@@ -189,13 +189,25 @@ Kernel Kernel::load_or_adopt(const std::string& bpf_dir, bool idle)
 		if (ec)
 			fail("remove stale pins under {}: {}", bpf_dir, ec.message());
 	}
-	Kernel k = load_embedded(bpf_dir);
-	al_config cfg{AL_ABI_VERSION, 0, embedded_object_id()};
-	uint32_t zero = 0;
-	if (bpf_map_update_elem(k.maps_.config.get(), &zero, &cfg, BPF_ANY) != 0)
-		fail_errno("write al_config");
+	Kernel k = load_embedded(bpf_dir, true);
+	k.write_config();
 	k.pin_all();
 	return k;
+}
+
+Kernel Kernel::load_unpinned()
+{
+	Kernel k = load_embedded("", false);
+	k.write_config();
+	return k;
+}
+
+void Kernel::write_config()
+{
+	al_config cfg{AL_ABI_VERSION, 0, embedded_object_id()};
+	uint32_t zero = 0;
+	if (bpf_map_update_elem(maps_.config.get(), &zero, &cfg, BPF_ANY) != 0)
+		fail_errno("write al_config");
 }
 
 void Kernel::pin_all()

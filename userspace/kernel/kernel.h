@@ -75,6 +75,10 @@ public:
 	static Kernel load_or_adopt(const std::string& bpf_dir, bool idle);
 	// Opens what is pinned; fails if nothing is.
 	static Kernel adopt(const std::string& bpf_dir);
+	// Loads the embedded object as load_or_adopt would, for this process
+	// alone: nothing is pinned, nothing attached (the BPF unit tests run its
+	// programs with BPF_PROG_TEST_RUN). Gone with the last descriptor.
+	static Kernel load_unpinned();
 
 	bool adopted() const { return adopted_; }
 	const std::string& bpf_dir() const { return bpf_dir_; }
@@ -130,6 +134,7 @@ public:
 private:
 	Kernel() = default;
 	static Kernel open_pins(const std::string& bpf_dir);
+	void write_config();  // this build's ABI version and object id, no level yet
 	void pin_all();
 
 	std::string bpf_dir_;

@@ -81,7 +81,10 @@ Fd dup(int fd)
 }  // namespace
 
 struct Loader {
-	static Kernel load(const std::string& bpf_dir)
+	// pinned: the tracepoint programs are attached and their links pinned
+	// under bpf_dir (the agent); otherwise nothing is attached or pinned and
+	// the descriptors are this process's alone (the BPF unit tests).
+	static Kernel load(const std::string& bpf_dir, bool pinned)
 	{
 		libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 		Skel skel(airlock_bpf__open());
@@ -107,8 +110,9 @@ struct Loader {
 			else
 				bpf_program__set_autoload(progs[p], false);
 		}
-		// The tracepoints need tracefs; the bind tracker, the unix hooks too.
-		bool tracefs = ensure_tracefs();
+		// The tracepoints need tracefs (when they are attached at all); the
+		// bind tracker, the unix hooks too.
+		bool tracefs = !pinned || ensure_tracefs();
 		const std::vector<std::pair<bpf_program*, bool>> tracepoints = {
 #define AL_SKEL_TRACEPOINT(name, unix_only) \
 	{skel->progs.al_##name, tracefs && (!(unix_only) || kernel_has_unix_hooks())},
@@ -136,7 +140,7 @@ struct Loader {
 #define AL_DUP_MAP(name) k.maps_.name = dup(bpf_map__fd(skel->maps.al_##name));
 		AL_PINNED_MAPS(AL_DUP_MAP)
 #undef AL_DUP_MAP
-		if (tracefs) {
+		if (pinned && tracefs) {
 			make_dirs(tracepoints_dir(bpf_dir));
 			for (auto [prog, on] : tracepoints) {
 				if (!on)
@@ -164,9 +168,9 @@ bool can_stop_in_call()
 	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK_ADDR, BPF_FUNC_send_signal, nullptr) == 1;
 }
 
-Kernel load_embedded(const std::string& bpf_dir)
+Kernel load_embedded(const std::string& bpf_dir, bool pinned)
 {
-	return Loader::load(bpf_dir);
+	return Loader::load(bpf_dir, pinned);
 }
 
 uint64_t embedded_object_id()

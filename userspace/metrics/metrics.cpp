@@ -61,6 +61,10 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 	auto suppressed = family("airlock_events_suppressed_total",
 				 "Events the kernel's rate limit held back, by sandbox and hook (counted, summarised in the audit log)",
 				 MetricType::Counter);
+	auto helper = family("airlock_bpf_helper_errors_total",
+			     "BPF helper calls that failed, by sandbox and site (the packet was denied, or nothing was learned "
+			     "from it)",
+			     MetricType::Counter);
 	auto frozen = family("airlock_sandbox_frozen", "1 while the sandbox's cgroup is frozen", MetricType::Gauge);
 	auto latched = family("airlock_sandbox_quarantined", "1 while the sandbox's quarantine latch is set",
 			      MetricType::Gauge);
@@ -124,13 +128,15 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 			if (n)
 				add(suppressed, {{"sandbox", s}, {"hook", hook_name(h)}}, static_cast<double>(n));
 		}
+		for (unsigned i = 0; i < AL_ERR_SITE_MAX; i++)
+			add(helper, {{"sandbox", s}, {"site", err_site_name(i)}}, static_cast<double>(c.helper_errors[i]));
 		auto ev = cgroup::events(r.cgroup);
 		add(frozen, {{"sandbox", s}}, ev && ev->frozen ? 1 : 0);
 		add(latched, {{"sandbox", s}}, l.violated_ns ? 1 : 0);
 		add(learned, {{"sandbox", s}}, static_cast<double>(live));
 	}
 	return {decisions, violations, dns, answers, bytes, packets, dbytes,
-		lost, suppressed, frozen, latched, learned, count, info};
+		lost, suppressed, helper, frozen, latched, learned, count, info};
 }
 
 Metrics::Metrics(const Paths& paths, const std::string& addr)

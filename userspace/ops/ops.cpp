@@ -65,6 +65,10 @@ json counters_json(const al_counters& c)
 	for (unsigned i = 0; i < AL_REASON_MAX; i++)
 		if (c.reasons[i])
 			reasons[reason_name(i)] = c.reasons[i];
+	json helper = json::object();
+	for (unsigned i = 0; i < AL_ERR_SITE_MAX; i++)
+		if (c.helper_errors[i])
+			helper[err_site_name(i)] = c.helper_errors[i];
 	return {{"decisions", d},
 		{"reasons", reasons},
 		{"egress_packets", c.egress_packets},
@@ -74,6 +78,7 @@ json counters_json(const al_counters& c)
 		{"violations", c.violations},
 		{"events_lost", c.events_lost},
 		{"unix_bound_full", c.unix_bound_full},
+		{"helper_errors", helper},
 		{"events_suppressed", suppressed_total(c)}};
 }
 
