@@ -150,7 +150,7 @@ private:
 		std::string p;
 		for (size_t i = 0; i + 1 < stack_.size(); i++) {
 			const Frame& f = stack_[i];
-			std::string part = f.object ? f.key : std::to_string(f.index);
+			std::string part = f.object ? printable(f.key) : std::to_string(f.index);
 			p = p.empty() ? part : p + "/" + part;
 		}
 		return p;
@@ -537,7 +537,7 @@ public:
 			if (expect(os, op, os.is_object(), "an object (option name or code -> most bytes)")) {
 				d.edns_options.clear();
 				for (const auto& [key, n] : os.items()) {
-					std::string kp = join(op, key);
+					std::string kp = join(op, printable(key));
 					auto code = edns_option_code(key);
 					if (!code) {
 						error(kp, fmt::format("'{}' is not an EDNS option name airlock knows or a code (0-65535)",
@@ -747,7 +747,8 @@ std::optional<json> parse_json_checked(std::string_view text, const std::string&
 		auto colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
 		std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
 		std::replace(reason.begin(), reason.end(), '\n', ' ');
-		errors.push_back({fmt::format("{}:{}:{}", file_label, line, col), "(root)", "invalid JSON: " + reason});
+		// nlohmann quotes the bytes it last read as they are: escape them.
+		errors.push_back({fmt::format("{}:{}:{}", file_label, line, col), "(root)", "invalid JSON: " + printable(reason)});
 		return std::nullopt;
 	}
 	for (const auto& d : dups.found)

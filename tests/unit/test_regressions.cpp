@@ -1,0 +1,111 @@
+// What the fuzz targets (tests/fuzz) found, each reduced to the property it
+// broke. The inputs are in their corpus too.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ops/config.h"
+#include "policy/compile.h"
+#include "policy/policy.h"
+#include "sandbox/sandbox.h"
+
+namespace airlock {
+namespace {
+
+using Lines = std::vector<std::string>;
+
+Lines policy_errors(const std::string& text)
+{
+	ParseResult r = parse_policy_text(text, "p.json");
+	Lines out;
+	for (const auto& e : r.errors)
+		out.push_back(e.str());
+	return out;
+}
+
+std::string only_error(const std::string& text)
+{
+	Lines errs = policy_errors(text);
+	EXPECT_EQ(errs.size(), 1u);
+	return errs.empty() ? "" : errs[0];
+}
+
+Lines config_errors(const std::string& text)
+{
+	const std::string path = ::testing::TempDir() + "airlock-fuzz-config.json";
+	std::ofstream(path) << text;
+	Lines out;
+	try {
+		load_daemon_config(path);
+	} catch (const PolicyRejected& e) {
+		for (const auto& l : e.lines())
+			out.push_back(l.substr(path.size()));
+	}
+	std::remove(path.c_str());
+	return out;
+}
+
+// nlohmann quotes what it last read verbatim but for C0 controls: a byte
+// that is not UTF-8 made the line invalid UTF-8, and the daemon's JSON
+// answer to a `reload` of such a file threw (type_error 316) out of its
+// error handler, which ended the daemon.
+TEST(Regressions, JsonSyntaxErrorsQuoteTheFileInPrintableAscii)
+{
+	std::string bad_utf8 = only_error("{\"name\": \"\xff\"}");
+	EXPECT_EQ(bad_utf8, "p.json:1:11: (root): invalid JSON: syntax error while parsing value - invalid string: "
+			    "ill-formed UTF-8 byte; last read: '\"\\xff'");
+	EXPECT_NO_THROW((void)nlohmann::json({{"error", bad_utf8}}).dump());
+
+	EXPECT_EQ(only_error("\x7f\n"), "p.json:1:1: (root): invalid JSON: syntax error while parsing value - "
+					"invalid literal; last read: '\\x7f'");
+}
+
+// JSON paths are made of keys: a key holding a line break broke the line of
+// an EDNS option's error and of a duplicate key's below it.
+TEST(Regressions, KeysInJsonPathsAreEscaped)
+{
+	EXPECT_EQ(only_error(R"({"version": 1, "name": "a", "rules": [], "dns": {"edns": {"options": {"CO\nOKIE": 8}}}})"),
+		  "p.json: dns/edns/options/CO\\x0aOKIE: 'CO\\x0aOKIE' is not an EDNS option name airlock knows or a code "
+		  "(0-65535)");
+	EXPECT_EQ(policy_errors(R"({"version": 1, "name": "a", "rules": [], "x\ny": {"k": 1, "k": 2}})"),
+		  (Lines{"p.json: x\\x0ay: duplicate key 'k'", "p.json: (root): unknown key 'x\\x0ay'"}));
+}
+
+// The daemon's configuration echoed keys and values as JSON, which leaves
+// DEL (invisible: "policy_di<DEL>r" read as "policy_dir") and non-ASCII as
+// they are, and cut the value at 40 bytes, inside a UTF-8 character.
+TEST(Regressions, ConfigMessagesAreAscii)
+{
+	EXPECT_EQ(config_errors(R"({"policy_di\u007fr": "/p", "audit_log_keep": "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"})"),
+		  (Lines{": audit_log_keep: expected a whole number, got \"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u0",
+			 ": (root): unknown key \"policy_di\\u007fr\""}));
+}
+
+// The model of the kernel's unix lookup compared the name's chars (signed)
+// with the key's bytes (unsigned): a name with a byte of 0x80 or more never
+// matched its own exact or prefix entry in the model, while the kernel,
+// comparing bytes, matched it.
+TEST(Regressions, UnixModelMatchesBytesAboveAscii)
+{
+	ParseResult r = parse_policy_text(R"({"version": 1, "name": "t", "rules": [
+		{"action": "allow", "unix": "@session\u04d6us"},
+		{"action": "allow", "unix": "/run/\u00e9t\u00e9/*"},
+		{"action": "refuse", "unix": "@*"}]})",
+					  "p.json");
+	ASSERT_TRUE(r.ok());
+	auto c = compile_policy(*r.policy, 1);
+	ASSERT_TRUE(c.compiled);
+	const std::string abstract = "session\xd3\x96us", named = "/run/\xc3\xa9t\xc3\xa9/x.sock";
+	EXPECT_EQ(kernel_unix_lookup(*c.compiled, true, abstract), (KernelDecision{true, 0}));
+	EXPECT_EQ(kernel_unix_lookup(*c.compiled, false, named), (KernelDecision{true, 1}));
+	EXPECT_EQ(reference_unix_decision(*r.policy, true, abstract), (KernelDecision{true, 0}));
+	EXPECT_EQ(reference_unix_decision(*r.policy, false, named), (KernelDecision{true, 1}));
+}
+
+}  // namespace
+}  // namespace airlock
