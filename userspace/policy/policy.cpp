@@ -93,41 +93,44 @@ std::string type_name(const json& v)
 }
 
 // nlohmann keeps the last of two equal keys without a word. In a policy that
-// would let a second "action" or "mode" quietly override the first, so the
-// parse callback follows where it is and notes every repeated key.
-class DuplicateKeys {
+// would let a second "action" or "mode" quietly override the first, so a
+// SAX pass follows where it is and notes every repeated key. (Not a parse
+// callback: nlohmann's callback parser scans the enclosing array after each
+// element, quadratic in the number of rules.)
+class DuplicateKeys : public nlohmann::json_sax<json> {
 public:
 	struct Duplicate {
 		std::string path, key;  // path of the object holding the key
 	};
 
-	bool operator()(int /*depth*/, json::parse_event_t event, json& parsed)
+	bool start_object(std::size_t) override
 	{
-		switch (event) {
-		case json::parse_event_t::object_start:
-			stack_.push_back({true});
-			break;
-		case json::parse_event_t::array_start:
-			stack_.push_back({false});
-			break;
-		case json::parse_event_t::key: {
-			Frame& top = stack_.back();
-			top.key = parsed.get<std::string>();
-			if (!top.keys.insert(top.key).second)
-				found.push_back({path_of_top(), top.key});
-			break;
-		}
-		case json::parse_event_t::value:
-			element_done();
-			break;
-		case json::parse_event_t::object_end:
-		case json::parse_event_t::array_end:
-			stack_.pop_back();
-			element_done();
-			break;
-		}
+		stack_.push_back({true});
 		return true;
 	}
+	bool start_array(std::size_t) override
+	{
+		stack_.push_back({false});
+		return true;
+	}
+	bool key(string_t& k) override
+	{
+		Frame& top = stack_.back();
+		top.key = k;
+		if (!top.keys.insert(top.key).second)
+			found.push_back({path_of_top(), top.key});
+		return true;
+	}
+	bool end_object() override { return end(); }
+	bool end_array() override { return end(); }
+	bool null() override { return element_done(); }
+	bool boolean(bool) override { return element_done(); }
+	bool number_integer(number_integer_t) override { return element_done(); }
+	bool number_unsigned(number_unsigned_t) override { return element_done(); }
+	bool number_float(number_float_t, const string_t&) override { return element_done(); }
+	bool string(string_t&) override { return element_done(); }
+	bool binary(binary_t&) override { return element_done(); }
+	bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
 
 	std::vector<Duplicate> found;
 
@@ -139,10 +142,17 @@ private:
 		size_t index = 0;   // array: elements read so far
 	};
 
-	void element_done()
+	bool element_done()
 	{
 		if (!stack_.empty() && !stack_.back().object)
 			stack_.back().index++;
+		return true;
+	}
+
+	bool end()
+	{
+		stack_.pop_back();
+		return element_done();
 	}
 
 	std::string path_of_top() const
@@ -734,7 +744,8 @@ std::optional<json> parse_json_checked(std::string_view text, const std::string&
 	json doc;
 	DuplicateKeys dups;
 	try {
-		doc = json::parse(text, std::ref(dups));
+		doc = json::parse(text);
+		json::sax_parse(text, &dups);
 	} catch (const json::parse_error& e) {
 		// Line and column from the byte offset nlohmann reports.
 		size_t off = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
