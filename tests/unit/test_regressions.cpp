@@ -67,6 +67,17 @@ TEST(Regressions, JsonSyntaxErrorsQuoteTheFileInPrintableAscii)
 					"invalid literal; last read: '\\x7f'");
 }
 
+// nlohmann throws a number it cannot hold (1e343) as out_of_range, not as
+// parse_error: it escaped parse_policy_text and load_daemon_config, a
+// message with neither file nor line.
+TEST(Regressions, ANumberOutOfRangeIsAJsonErrorWithItsPlace)
+{
+	EXPECT_EQ(only_error("{\"version\": 1,\n \"x\": [1e343]}"),
+		  "p.json:2:12: (root): invalid JSON: number overflow parsing '1e343'");
+	EXPECT_EQ(config_errors("{\"audit_log_keep\": -1e999}"),
+		  Lines{":1:25: (root): invalid JSON: number overflow parsing '-1e999'"});
+}
+
 // JSON paths are made of keys: a key holding a line break broke the line of
 // an EDNS option's error and of a duplicate key's below it.
 TEST(Regressions, KeysInJsonPathsAreEscaped)

@@ -130,9 +130,18 @@ public:
 	bool number_float(number_float_t, const string_t&) override { return element_done(); }
 	bool string(string_t&) override { return element_done(); }
 	bool binary(binary_t&) override { return element_done(); }
-	bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+	// Where the text stops being JSON: a syntax error, or a number out of
+	// range (which json::parse throws as out_of_range, without a position).
+	bool parse_error(std::size_t byte, const std::string&, const nlohmann::detail::exception& e) override
+	{
+		error_byte = byte;
+		error = e.what();
+		return false;
+	}
 
 	std::vector<Duplicate> found;
+	size_t error_byte = 0;
+	std::string error;  // "[json.exception...] ..."
 
 private:
 	struct Frame {
@@ -741,27 +750,28 @@ std::optional<uint16_t> edns_option_code(const std::string& name)
 std::optional<json> parse_json_checked(std::string_view text, const std::string& file_label,
 				       std::vector<PolicyError>& errors)
 {
-	json doc;
 	DuplicateKeys dups;
-	try {
-		doc = json::parse(text);
-		json::sax_parse(text, &dups);
-	} catch (const json::parse_error& e) {
+	if (!json::sax_parse(text, &dups)) {
 		// Line and column from the byte offset nlohmann reports.
-		size_t off = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
+		size_t off = std::min<size_t>(dups.error_byte ? dups.error_byte - 1 : 0, text.size());
 		size_t line = 1 + std::count(text.begin(), text.begin() + off, '\n');
 		size_t nl = text.rfind('\n', off ? off - 1 : 0);
 		size_t col = nl == std::string_view::npos || off == 0 ? off + 1 : off - nl;
-		// "[json.exception...] parse error at line L, column C: REASON"
-		std::string what = e.what();
+		// "[json.exception...] parse error at line L, column C: REASON",
+		// "[json.exception...] REASON"
+		const std::string& what = dups.error;
 		auto at = what.find("column ");
 		auto colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
-		std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+		auto bracket = what.find("] ");
+		std::string reason = colon != std::string::npos    ? what.substr(colon + 2)
+				     : bracket != std::string::npos ? what.substr(bracket + 2)
+								    : what;
 		std::replace(reason.begin(), reason.end(), '\n', ' ');
 		// nlohmann quotes the bytes it last read as they are: escape them.
 		errors.push_back({fmt::format("{}:{}:{}", file_label, line, col), "(root)", "invalid JSON: " + printable(reason)});
 		return std::nullopt;
 	}
+	json doc = json::parse(text);
 	for (const auto& d : dups.found)
 		errors.push_back({file_label, d.path.empty() ? "(root)" : d.path,
 				  fmt::format("duplicate key '{}'", printable(d.key))});
