@@ -2,7 +2,7 @@
 # Installs what airlock needs to build and test, from Debian 12's packages.
 set -euo pipefail
 PACKAGES=(
-  build-essential cmake pkg-config clang clang-tidy llvm bpftool libbpf-dev libelf-dev zlib1g-dev
+  build-essential cmake pkg-config clang clang-14 clang-tidy libclang-rt-14-dev llvm bpftool libbpf-dev libelf-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev prometheus-cpp-dev
   liburing-dev libseccomp-dev iproute2 util-linux procps python3 curl
   bind9-dnsutils dnsmasq-base iodine dns2tcp prometheus

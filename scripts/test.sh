@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds, runs every test.
+# The whole test suite: installs what is missing, builds, runs every test,
+# then runs them again sanitized (scripts/test-sanitized.sh).
 # Kernel tests need root; they create and remove their own cgroups, network
 # namespaces and bpffs pins.
 set -euo pipefail
@@ -10,5 +11,11 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 scripts/deps.sh
 scripts/build.sh
-cd build
-ctest --output-on-failure --timeout 300 "$@"
+status=0
+(cd build && ctest --output-on-failure --timeout 300 "$@") || status=$?
+# The same tests built with the sanitizers, and the fuzz targets' short runs
+# (AIRLOCK_SANITIZED=0 skips them).
+if [[ ${AIRLOCK_SANITIZED:-1} != 0 ]]; then
+  scripts/test-sanitized.sh || status=1
+fi
+exit $status

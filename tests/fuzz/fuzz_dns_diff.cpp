@@ -7,7 +7,8 @@
 // wherever the question was read, the same name and type; the query id
 // wherever the header was. Any difference aborts with both sides printed.
 //
-// Root only (BPF_PROG_TEST_RUN, cgroups). See tests/fuzz/dns_diff.cmake.
+// Root only (BPF_PROG_TEST_RUN, cgroups). Built with the other fuzz
+// targets (tests/fuzz/CMakeLists.txt).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

@@ -142,7 +142,8 @@ TEST_F(Oracle, RawPingAndUringArrive)
 {
 	std::string mr = env().marker("o-raw");
 	auto raw = bare(env().py("raw_socket.py", {dest4(kDenied4, 9013), dest6(kDenied6, 9013), mr}));
-	for (const auto& r : raw.last()["results"])
+	json raw_last = raw.last();  // a range-for over a member of a temporary would dangle
+	for (const auto& r : raw_last["results"])
 		EXPECT_TRUE(r.value("created", false)) << raw.describe();
 	expect_seen(mr, true, true);
 	EXPECT_GE(env().sink->count_frames(mr), 4u) << "each of the four raw sockets should have delivered";
@@ -170,7 +171,8 @@ TEST_F(Oracle, RawPingAndUringArrive)
 	}
 	auto b = bare(argv);
 	ASSERT_EQ(b.last()["results"].size(), 21u) << b.describe();
-	for (const auto& r : b.last()["results"])
+	json b_last = b.last();
+	for (const auto& r : b_last["results"])
 		EXPECT_TRUE(r.value("ok", false)) << r.dump();
 	expect_seen(mb + "-VIOL-", true, true);
 	EXPECT_TRUE(env().sink->wait_data(mb + "-POST-", 20, 3s));

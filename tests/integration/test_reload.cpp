@@ -62,7 +62,7 @@ void Reload::swaps_under_load(const std::string& a, const std::string& b, int sw
 	s.cmd = env().py("loop.py", {"--proto", "tcp", "--allowed", dest4(kAllowed4, 9000), "--denied",
 				     dest4(kDenied4, 9001), "--denied-every", "5", "--prefix", prefix, "--progress",
 				     env().path("loop.json"), "--stop", env().path("stop"), "--max", "100000", "--seconds",
-				     "60"});
+				     "120"});
 	Proc& runner = env().start_run(s);
 	ASSERT_TRUE(wait_until([&] { return iterations() >= 20 || !runner.running(); }, 10s)) << runner.describe();
 	ASSERT_TRUE(runner.running()) << runner.describe();

@@ -513,7 +513,7 @@ TEST_F(SocketFamilies, AnAuditRunSuggestsTheUnixRulesAndFamiliesItUsed)
 	// the vsock socket are still refused by the launch's confinement
 	// (Landlock's scope, seccomp), and all three are recorded.
 	EXPECT_EQ(ResultFor(rr, named1).value("ok", false), true) << rr.describe();
-	EXPECT_TRUE(wait_until([&] { return sink.arrived_intact(named1); }, 5s)) << sink.log();
+	EXPECT_TRUE(wait_until([&, named1 = named1] { return sink.arrived_intact(named1); }, 5s)) << sink.log();
 	EXPECT_NE(rr.r.out.find("VSOCK 1"), std::string::npos) << rr.describe();
 	std::string name1 = "u" + env().id + "-sug-audit";
 	EXPECT_EQ(ResultFor(rr, abs1).value("errno", ""), "EPERM") << rr.describe();
@@ -540,7 +540,7 @@ TEST_F(SocketFamilies, AnAuditRunSuggestsTheUnixRulesAndFamiliesItUsed)
 	EXPECT_EQ(ResultFor(rr2, named2).value("ok", false), true) << rr2.describe();
 	EXPECT_EQ(ResultFor(rr2, abs2).value("ok", false), true) << rr2.describe();
 	EXPECT_NE(rr2.r.out.find("VSOCK ok"), std::string::npos) << rr2.describe();
-	EXPECT_TRUE(wait_until([&] { return sink.arrived_intact(named2) && sink.arrived_intact(abs2); }, 5s))
+	EXPECT_TRUE(wait_until([&, named2 = named2, abs2 = abs2] { return sink.arrived_intact(named2) && sink.arrived_intact(abs2); }, 5s))
 		<< sink.log();
 	auto lines = env().audit();
 	for (size_t i = before; i < lines.size(); i++)

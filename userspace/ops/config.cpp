@@ -48,12 +48,12 @@ struct Reader {
 					error(at, fmt::format("expected a boolean, got {}", json_type_name(*it)));
 			} else if (in(counts)) {
 				if (!it->is_number_unsigned())
-					error(at, fmt::format("expected a whole number, got {}", it->dump().substr(0, 40)));
+					error(at, fmt::format("expected a whole number, got {}", it->dump(-1, ' ', true).substr(0, 40)));
 			} else if (in(arrays)) {
 				if (!it->is_array())
 					error(at, fmt::format("expected an array, got {}", json_type_name(*it)));
 			} else {
-				std::string key = json(it.key()).dump();
+				std::string key = json(it.key()).dump(-1, ' ', true);  // ASCII: DEL and beyond escaped
 				error(path, fmt::format("unknown key {}", key.substr(0, 80)));
 			}
 		}

@@ -284,18 +284,20 @@ void compile_unix(const Policy& p, uint32_t policy_id, CompiledPolicy& c, std::v
 std::optional<KernelDecision> kernel_unix_lookup(const CompiledPolicy& c, bool abstract, const std::string& bytes)
 {
 	uint8_t kind = abstract ? AL_UNIX_ABSTRACT : AL_UNIX_NAMED;
+	// Compared as the kernel compares them: bytes, not (signed) chars.
+	const auto* name = reinterpret_cast<const uint8_t*>(bytes.data());
 	const CompiledUnix* best = nullptr;
 	uint32_t best_len = 0;
 	for (const auto& e : c.unix_rules) {
 		if (!e.prefix) {
 			if (e.exact_key.kind == kind && e.exact_key.len == bytes.size() &&
-			    std::equal(bytes.begin(), bytes.end(), e.exact_key.path))
+			    std::equal(name, name + bytes.size(), e.exact_key.path))
 				return KernelDecision{e.value.action == AL_ACTION_ALLOW, e.value.rule};
 			continue;
 		}
 		uint32_t len = (e.prefix_key.prefixlen - AL_UNIX_KEY_FIXED_BITS) / 8;
 		if (e.prefix_key.kind == kind && len <= bytes.size() &&
-		    std::equal(bytes.begin(), bytes.begin() + len, e.prefix_key.path) && (!best || len > best_len)) {
+		    std::equal(name, name + len, e.prefix_key.path) && (!best || len > best_len)) {
 			best = &e;
 			best_len = len;
 		}

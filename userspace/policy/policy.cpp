@@ -93,43 +93,55 @@ std::string type_name(const json& v)
 }
 
 // nlohmann keeps the last of two equal keys without a word. In a policy that
-// would let a second "action" or "mode" quietly override the first, so the
-// parse callback follows where it is and notes every repeated key.
-class DuplicateKeys {
+// would let a second "action" or "mode" quietly override the first, so a
+// SAX pass follows where it is and notes every repeated key. (Not a parse
+// callback: nlohmann's callback parser scans the enclosing array after each
+// element, quadratic in the number of rules.)
+class DuplicateKeys : public nlohmann::json_sax<json> {
 public:
 	struct Duplicate {
 		std::string path, key;  // path of the object holding the key
 	};
 
-	bool operator()(int /*depth*/, json::parse_event_t event, json& parsed)
+	bool start_object(std::size_t) override
 	{
-		switch (event) {
-		case json::parse_event_t::object_start:
-			stack_.push_back({true});
-			break;
-		case json::parse_event_t::array_start:
-			stack_.push_back({false});
-			break;
-		case json::parse_event_t::key: {
-			Frame& top = stack_.back();
-			top.key = parsed.get<std::string>();
-			if (!top.keys.insert(top.key).second)
-				found.push_back({path_of_top(), top.key});
-			break;
-		}
-		case json::parse_event_t::value:
-			element_done();
-			break;
-		case json::parse_event_t::object_end:
-		case json::parse_event_t::array_end:
-			stack_.pop_back();
-			element_done();
-			break;
-		}
+		stack_.push_back({true});
 		return true;
+	}
+	bool start_array(std::size_t) override
+	{
+		stack_.push_back({false});
+		return true;
+	}
+	bool key(string_t& k) override
+	{
+		Frame& top = stack_.back();
+		top.key = k;
+		if (!top.keys.insert(top.key).second)
+			found.push_back({path_of_top(), top.key});
+		return true;
+	}
+	bool end_object() override { return end(); }
+	bool end_array() override { return end(); }
+	bool null() override { return element_done(); }
+	bool boolean(bool) override { return element_done(); }
+	bool number_integer(number_integer_t) override { return element_done(); }
+	bool number_unsigned(number_unsigned_t) override { return element_done(); }
+	bool number_float(number_float_t, const string_t&) override { return element_done(); }
+	bool string(string_t&) override { return element_done(); }
+	bool binary(binary_t&) override { return element_done(); }
+	// Where the text stops being JSON: a syntax error, or a number out of
+	// range (which json::parse throws as out_of_range, without a position).
+	bool parse_error(std::size_t byte, const std::string&, const nlohmann::detail::exception& e) override
+	{
+		error_byte = byte;
+		error = e.what();
+		return false;
 	}
 
 	std::vector<Duplicate> found;
+	size_t error_byte = 0;
+	std::string error;  // "[json.exception...] ..."
 
 private:
 	struct Frame {
@@ -139,10 +151,17 @@ private:
 		size_t index = 0;   // array: elements read so far
 	};
 
-	void element_done()
+	bool element_done()
 	{
 		if (!stack_.empty() && !stack_.back().object)
 			stack_.back().index++;
+		return true;
+	}
+
+	bool end()
+	{
+		stack_.pop_back();
+		return element_done();
 	}
 
 	std::string path_of_top() const
@@ -150,7 +169,7 @@ private:
 		std::string p;
 		for (size_t i = 0; i + 1 < stack_.size(); i++) {
 			const Frame& f = stack_[i];
-			std::string part = f.object ? f.key : std::to_string(f.index);
+			std::string part = f.object ? printable(f.key) : std::to_string(f.index);
 			if (!p.empty())
 				p += '/';
 			p += part;
@@ -539,7 +558,7 @@ public:
 			if (expect(os, op, os.is_object(), "an object (option name or code -> most bytes)")) {
 				d.edns_options.clear();
 				for (const auto& [key, n] : os.items()) {
-					std::string kp = join(op, key);
+					std::string kp = join(op, printable(key));
 					auto code = edns_option_code(key);
 					if (!code) {
 						error(kp, fmt::format("'{}' is not an EDNS option name airlock knows or a code (0-65535)",
@@ -733,25 +752,28 @@ std::optional<uint16_t> edns_option_code(const std::string& name)
 std::optional<json> parse_json_checked(std::string_view text, const std::string& file_label,
 				       std::vector<PolicyError>& errors)
 {
-	json doc;
 	DuplicateKeys dups;
-	try {
-		doc = json::parse(text, std::ref(dups));
-	} catch (const json::parse_error& e) {
+	if (!json::sax_parse(text, &dups)) {
 		// Line and column from the byte offset nlohmann reports.
-		size_t off = std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size());
+		size_t off = std::min<size_t>(dups.error_byte ? dups.error_byte - 1 : 0, text.size());
 		size_t line = 1 + std::count(text.begin(), text.begin() + off, '\n');
 		size_t nl = text.rfind('\n', off ? off - 1 : 0);
 		size_t col = nl == std::string_view::npos || off == 0 ? off + 1 : off - nl;
-		// "[json.exception...] parse error at line L, column C: REASON"
-		std::string what = e.what();
+		// "[json.exception...] parse error at line L, column C: REASON",
+		// "[json.exception...] REASON"
+		const std::string& what = dups.error;
 		auto at = what.find("column ");
 		auto colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
-		std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+		auto bracket = what.find("] ");
+		std::string reason = colon != std::string::npos    ? what.substr(colon + 2)
+				     : bracket != std::string::npos ? what.substr(bracket + 2)
+								    : what;
 		std::replace(reason.begin(), reason.end(), '\n', ' ');
-		errors.push_back({fmt::format("{}:{}:{}", file_label, line, col), "(root)", "invalid JSON: " + reason});
+		// nlohmann quotes the bytes it last read as they are: escape them.
+		errors.push_back({fmt::format("{}:{}:{}", file_label, line, col), "(root)", "invalid JSON: " + printable(reason)});
 		return std::nullopt;
 	}
+	json doc = json::parse(text);
 	for (const auto& d : dups.found)
 		errors.push_back({file_label, d.path.empty() ? "(root)" : d.path,
 				  fmt::format("duplicate key '{}'", printable(d.key))});
