@@ -49,6 +49,11 @@ std::string airlock_bin()
 	return e && *e ? e : AIRLOCK_BIN;
 }
 
+std::string fuse_hang_bin()
+{
+	return AIRLOCK_FUSE_HANG;
+}
+
 std::string uring_connect_bin()
 {
 	return AIRLOCK_URING_CONNECT;

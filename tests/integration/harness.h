@@ -52,6 +52,7 @@ inline constexpr int kFencePort = 9099;
 // ---- environment ---------------------------------------------------------
 std::string airlock_bin();
 std::string uring_connect_bin();
+std::string fuse_hang_bin();
 std::string source_dir();
 std::string python();  // AIRLOCK_TEST_PYTHON, else /usr/bin/python3, else python3
 std::string client_script(const std::string& name);  // tests/clients/NAME

@@ -14,6 +14,7 @@
 // (stop_client.py: it writes a progress file right after the call).
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <thread>
@@ -224,6 +225,84 @@ TEST_F(Freeze, ViolationFreezesEverythingThawResumesKillEnds)
 		exit121 |= j.value("status", -1) == 121;
 	EXPECT_TRUE(exit121) << dump_lines(env().audit());
 	EXPECT_FALSE(env().status_of(name)) << "status still lists the killed sandbox";
+}
+
+TEST_F(Freeze, ACgroupThatNeverReachesFrozenIsReportedAsFreezeFailed)
+{
+	// One process of the sandbox waits for a read of a FUSE file whose
+	// server (this test's, outside the sandbox) holds the answer: it sleeps
+	// where the freezer cannot stop it, and cgroup.events says "frozen 0"
+	// for as long as the read is held. Writing cgroup.freeze is not a
+	// freeze: nothing may be reported frozen until the kernel says so.
+	std::string name = "h" + env().id;
+	std::string mnt = dir() + "/fuse";
+	ASSERT_EQ(::mkdir(mnt.c_str(), 0755), 0) << mnt;
+	Proc& server = env().start({fuse_hang_bin(), mnt, dir()}, "fuse-hang");
+	// Before anything else is torn down, whatever happened: the held read
+	// let go (the server ends, the connection is aborted) and the mount
+	// gone. A reader waiting on FUSE outlives even SIGKILL.
+	struct Release {
+		Proc& server;
+		std::string mnt;
+		~Release()
+		{
+			server.signal(SIGKILL);
+			server.reap_now(5s);
+			::umount2(mnt.c_str(), MNT_DETACH);
+		}
+	} release{server, mnt};
+	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/ready") || !server.running(); }, 5s)) << server.describe();
+	ASSERT_TRUE(exists(dir() + "/ready")) << server.describe();
+
+	RunSpec s;
+	s.policy = env().write_policy("hang.json", base_policy("it-hang", "freeze"));
+	s.name = name;
+	s.cmd = env().py("held_reader.py", {mnt + "/f", dir(), dest4(kDenied4, 9001)});
+	Proc& runner = env().start_run(s);
+	ASSERT_TRUE(wait_until([&] { return exists(dir() + "/held") || !runner.running(); }, 10s))
+		<< runner.describe() << server.describe();
+	ASSERT_TRUE(exists(dir() + "/held")) << runner.describe();
+	std::string cg = env().sandbox_cgroup(name);
+
+	auto go = std::chrono::steady_clock::now();
+	write_file(dir() + "/go", "");
+	ASSERT_TRUE(wait_until([&] { return !events(env().audit(), "freeze-failed").empty(); }, 10s))
+		<< dump_lines(env().audit()) << read_file(cg + "/cgroup.events");
+	double seen_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - go).count();
+	EXPECT_TRUE(events(env().audit(), "frozen").empty()) << "reported frozen while cgroup.events said frozen 0\n"
+							      << dump_lines(env().audit());
+	json ff = events(env().audit(), "freeze-failed").front();
+	EXPECT_EQ(ff.value("sandbox", ""), name) << ff.dump();
+	ASSERT_TRUE(ff.contains("latency_us") && ff["latency_us"].is_number()) << ff.dump();
+	// Given up 5 s after the agent began the freeze, itself after the
+	// violation: at least 5 s after the violation, before the line was read.
+	EXPECT_GE(ff["latency_us"].get<double>(), 5e6) << ff.dump();
+	EXPECT_LE(ff["latency_us"].get<double>(), seen_us) << ff.dump();
+	EXPECT_TRUE(is_frozen(cg, false)) << read_file(cg + "/cgroup.events");
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	// Latched, not frozen.
+	EXPECT_EQ(st->value("state", ""), "quarantined") << st->dump();
+	EXPECT_EQ(st->value("latched", false), true) << st->dump();
+	Match v = Violation("sendmsg4", "no-rule", kDenied4, 9001);
+	v.latched = true;
+	EXPECT_TRUE(Logged(env().audit(), v, name)) << "the violation that set the latch";
+
+	// The read answered, the last process reaches the freezer: the agent,
+	// still trying, reports the freeze once the kernel confirms it.
+	server.signal(SIGUSR1);
+	ASSERT_TRUE(wait_until([&] { return !events(env().audit(), "frozen").empty(); }, 10s))
+		<< dump_lines(env().audit()) << read_file(cg + "/cgroup.events");
+	EXPECT_TRUE(is_frozen(cg, true)) << read_file(cg + "/cgroup.events");
+	auto st2 = env().status_of(name);
+	ASSERT_TRUE(st2);
+	EXPECT_EQ(st2->value("state", ""), "frozen") << st2->dump();
+
+	Result k = env().airlock({"kill", name});
+	ASSERT_EQ(k.status, 0) << k.describe();
+	auto rs = runner.wait(10s);
+	ASSERT_TRUE(rs) << runner.describe();
+	EXPECT_EQ(*rs, 121) << runner.describe();
 }
 
 TEST_F(Freeze, LatchDeniesEveryLaterSendOfTheSameSyscall)
