@@ -78,6 +78,23 @@ TEST(AbiNames, NamesAreTheOnesLogsAndMetricsUse)
 						   "dns-answer"}));
 }
 
+// The reasons that let a call or a packet through, as the summary of
+// suppressed events and the docs (verdicts.md) name them; the hooks with
+// names are the known ones.
+TEST(AbiNames, AllowingReasonsAndKnownHooks)
+{
+	std::vector<std::string> allowing;
+	for (unsigned r = 0; r < AL_REASON_MAX + 2; r++)
+		if (reason_allows(r))
+			allowing.emplace_back(reason_name(r));
+	EXPECT_EQ(allowing,
+		  (std::vector<std::string>{"rule-allow", "dns-allow", "learned", "unix-scoped", "unix-own"}));
+	for (unsigned h = 0; h <= AL_HOOK_MAX; h++)
+		EXPECT_EQ(hook_known(h), std::string(hook_name(h)) != "unknown") << h;
+	EXPECT_TRUE(hook_known(AL_HOOK_SOCKET));
+	EXPECT_FALSE(hook_known(AL_HOOK_SOCKET + 1));
+}
+
 // Each name of the form, and none twice.
 template <typename Pins>
 std::set<std::string> expect_pin_names(const Pins& pins, const char* form)

@@ -69,11 +69,15 @@ void EventLoop::run_once()
 		fail_errno("epoll_wait");
 	for (int pass : {kUrgent, kNormal})
 		for (int i = 0; i < n; i++) {
-			auto it = watches_.find(evs[i].data.u64);
+			// struct epoll_event is packed on x86-64: copy the key out rather than
+			// bind find()'s reference to a misaligned member.
+			const uint64_t key = evs[i].data.u64;
+			const uint32_t events = evs[i].events;
+			auto it = watches_.find(key);
 			if (it == watches_.end() || it->second.priority != pass)
 				continue;  // removed by an earlier handler of this round, or not yet
 			Handler h = it->second.handler;  // a copy: the handler may remove itself
-			h(evs[i].events);
+			h(events);
 		}
 	now = monotonic_ns();
 	for (size_t i = 0; i < tasks_.size(); i++) {

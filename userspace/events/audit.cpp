@@ -55,7 +55,8 @@ public:
 			if (!names_[v])
 				throw "a gap in the values";
 	}
-	const char* operator()(unsigned v) const { return v < N && names_[v] ? names_[v] : "unknown"; }
+	const char* operator()(unsigned v) const { return has(v) ? names_[v] : "unknown"; }
+	bool has(unsigned v) const { return v < N && names_[v]; }
 
 private:
 	std::array<const char*, N> names_{};
@@ -72,6 +73,21 @@ constexpr Names<AL_ERR_SITE_MAX> kErrSiteNames({AL_ERR_SITES(AL_NAME_ENTRY)});
 }  // namespace
 
 const char* hook_name(unsigned hook) { return kHookNames(hook); }
+bool hook_known(unsigned hook) { return kHookNames.has(hook); }
+
+bool reason_allows(unsigned reason)
+{
+	switch (reason) {
+	case AL_REASON_RULE_ALLOW:
+	case AL_REASON_DNS_ALLOW:
+	case AL_REASON_LEARNED:
+	case AL_REASON_UNIX_SCOPED:
+	case AL_REASON_UNIX_OWN:
+		return true;
+	default:
+		return false;
+	}
+}
 const char* verdict_name(unsigned verdict) { return kVerdictNames(verdict); }
 const char* reason_name(unsigned reason) { return kReasonNames(reason); }
 const char* signal_name(unsigned signal) { return kSignalNames(signal); }

@@ -14,8 +14,12 @@
 namespace airlock {
 
 const char* hook_name(unsigned hook);
+// A hook of this build (al_hook's counters have room for hooks to come).
+bool hook_known(unsigned hook);
 const char* verdict_name(unsigned verdict);
 const char* reason_name(unsigned reason);
+// A reason the kernel gives for letting a call or a packet through.
+bool reason_allows(unsigned reason);
 // Where a BPF helper failed (al_err_site): stable names, metric labels.
 const char* err_site_name(unsigned site);
 // What the kernel did to the task in its violating call ("" for nothing).

@@ -100,7 +100,7 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 		}
 		const std::string& s = r.name;
 		for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
-			if (std::string(hook_name(h)) == "unknown")
+			if (!hook_known(h))
 				continue;
 			for (unsigned v = 0; v < AL_VERDICT_MAX; v++)
 				add(decisions, {{"sandbox", s}, {"hook", hook_name(h)}, {"verdict", verdict_name(v)}},

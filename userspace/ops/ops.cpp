@@ -55,11 +55,11 @@ json counters_json(const al_counters& c)
 {
 	json d = json::object();
 	for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
-		if (std::string(hook_name(h)) == "unknown")
+		if (!hook_known(h))
 			continue;
-		d[hook_name(h)] = {{"allow", c.decisions[h][AL_VERDICT_ALLOW]},
-				   {"deny", c.decisions[h][AL_VERDICT_DENY]},
-				   {"audit", c.decisions[h][AL_VERDICT_AUDIT]}};
+		json& v = d[hook_name(h)] = json::object();
+		for (unsigned verdict = 0; verdict < AL_VERDICT_MAX; verdict++)
+			v[verdict_name(verdict)] = c.decisions[h][verdict];
 	}
 	json reasons = json::object();
 	for (unsigned i = 0; i < AL_REASON_MAX; i++)

@@ -99,11 +99,13 @@ void Supervisor::summarize_suppressed(bool final)
 				seen = total;  // lower: the counters were reset (airlock thaw keeps them)
 				continue;
 			}
-			bool allowed = r == AL_REASON_RULE_ALLOW || r == AL_REASON_DNS_ALLOW || r == AL_REASON_LEARNED;
+			bool allowed = reason_allows(r);
 			audit_.write(rec_.name, json{{"event", "suppressed"},
 						   {"hook", hook_name(h)},
 						   {"reason", reason_name(r)},
-						   {"verdict", allowed ? "allow" : policy_.mode == Mode::Audit ? "audit" : "deny"},
+						   {"verdict", verdict_name(allowed                      ? AL_VERDICT_ALLOW
+									    : policy_.mode == Mode::Audit ? AL_VERDICT_AUDIT
+													  : AL_VERDICT_DENY)},
 						   {"count", total - seen},
 						   {"total", total},
 						   {"seconds", (now - since) / 1e9},
