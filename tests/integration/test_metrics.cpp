@@ -16,20 +16,6 @@
 namespace it {
 namespace {
 
-int free_port()
-{
-	int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t len = sizeof(a);
-	if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-	    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-		throw std::runtime_error("no free port on 127.0.0.1");
-	::close(s);
-	return ntohs(a.sin_port);
-}
-
 class Metrics : public AirlockTest {
 protected:
 	// The value of the sample written exactly as `series` in the exposition.
