@@ -94,6 +94,9 @@ TEST(ControlRequest, AFieldOfAnotherCommandIsRefused)
 	EXPECT_EQ(error_of(R"({"cmd": "status", "follow": true})"), "request: follow: not a field of 'status'");
 	EXPECT_EQ(error_of(R"({"cmd": "create", "cgroup": "/x"})"), "request: cgroup: not a field of 'create'");
 	EXPECT_EQ(error_of(R"({"cmd": "attach", "runner_pid": 1})"), "request: runner_pid: not a field of 'attach'");
+	// What the client wrote is echoed escaped: the error stays one line.
+	EXPECT_EQ(error_of(R"({"cmd": "attach", "a\nb\u001b": 1})"), "request: a\\x0ab\\x1b: not a field of 'attach'");
+	EXPECT_EQ(error_of(R"({"cmd": "sh\ru\n"})"), "request: cmd: unknown request 'sh\\x0du\\x0a'");
 }
 
 TEST(ControlRequest, EachFieldHasItsType)

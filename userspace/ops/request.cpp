@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sandbox/state.h"
+#include "util/text.h"
 
 namespace airlock {
 
@@ -59,7 +60,7 @@ struct Bad {
 
 [[noreturn]] void bad(std::string_view key, std::string_view what)
 {
-	throw Bad{fmt::format("request: {}: {}", key, what)};
+	throw Bad{fmt::format("request: {}: {}", printable(key), what)};
 }
 
 std::string string_of(const json& j, std::string_view key)
@@ -97,7 +98,7 @@ Request parse_object(const json& j)
 		if (s.name == cmd)
 			spec = &s;
 	if (!spec)
-		bad("cmd", fmt::format("unknown request '{}'", cmd));
+		bad("cmd", fmt::format("unknown request '{}'", printable(cmd)));
 	Request r;
 	r.cmd = spec->cmd;
 	for (const auto& [key, v] : j.items()) {

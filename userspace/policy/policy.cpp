@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/text.h"
+
 namespace airlock {
 
 using nlohmann::json;
@@ -53,24 +55,6 @@ namespace {
 
 const std::set<std::string> kDnsTypes = {"A",  "AAAA", "CNAME", "MX",    "TXT", "SRV",  "PTR",
 					 "NS", "SOA",  "HTTPS", "SVCB", "CAA", "NULL", "ANY"};
-
-// A character as it appears in a message: itself if printable ASCII, else \xNN.
-std::string printable(char c)
-{
-	unsigned char u = static_cast<unsigned char>(c);
-	if (u >= 0x20 && u < 0x7f)
-		return std::string(1, c);
-	return fmt::format("\\x{:02x}", u);
-}
-
-// A string as it appears in a message, with unprintable bytes escaped.
-std::string printable(const std::string& s)
-{
-	std::string out;
-	for (char c : s)
-		out += printable(c);
-	return out;
-}
 
 // A value as it appears in a message: strings quoted, the rest as JSON.
 std::string shown(const json& v)
