@@ -138,13 +138,7 @@ int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** 
 // A sandbox name argument, judged before anything is asked of the daemon
 // or the kernel, naming the value given.
 const CLI::Validator kSandboxName(
-	[](std::string& v) -> std::string {
-		return valid_sandbox_name(v) ? ""
-					     : fmt::format("{:?} is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, "
-							   "starting with a letter or digit)",
-							   v);
-	},
-	"NAME");
+	[](std::string& v) { return valid_sandbox_name(v) ? std::string() : not_a_sandbox_name(v); }, "NAME");
 
 }  // namespace
 

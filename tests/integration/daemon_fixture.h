@@ -3,6 +3,7 @@
 // made the way a container runtime makes them, commands run inside them.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,7 +29,9 @@ protected:
 	// `airlock daemon` for this test's state directory, ready when it says so.
 	Proc& start_daemon(std::vector<std::string> extra = {})
 	{
-		std::vector<std::string> args = {"daemon", "--metrics", "off"};
+		std::vector<std::string> args = {"daemon"};
+		if (std::find(extra.begin(), extra.end(), "--metrics") == extra.end())
+			args.insert(args.end(), {"--metrics", "off"});
 		args.insert(args.end(), extra.begin(), extra.end());
 		Proc& d = env().start(env().airlock_argv(args), "daemon");
 		if (!wait_until([&] { return d.err().find("watching") != std::string::npos || !d.running(); }, 10s) ||

@@ -266,7 +266,7 @@ TEST_F(Cli, UsageErrorsAreOneLineWithTheDocumentedStatus)
 		 "options"},
 		{{"thaw"}, 1, "airlock error: thaw: name is required; airlock thaw --help shows its options"},
 		{{"thaw", "a b"}, 1,
-		 "airlock error: thaw: name: \"a b\" is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a "
+		 "airlock error: thaw: name: 'a b' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a "
 		 "letter or digit); airlock thaw --help shows its options"},
 		{{"run", "--bogus", "--policy", p, "--", "true"}, 125,
 		 "airlock error: run: The following argument was not expected: --bogus; airlock run --help shows its "

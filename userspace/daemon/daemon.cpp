@@ -80,7 +80,12 @@ struct Daemon {
 	std::map<std::string, std::string> declared_errors;  // name -> last error, logged once
 	std::map<std::string, std::string> supervise_errors;  // likewise
 
-	void forget(Supervisor& sup) { loop.remove(sup.epoll_fd()); }
+	void forget(Supervisor& sup)
+	{
+		loop.remove(sup.epoll_fd());
+		if (metrics)
+			metrics->untrack(sup.record().name);
+	}
 
 	static constexpr size_t kRecent = 200;
 
@@ -258,7 +263,7 @@ struct Daemon {
 			std::string file = resolve_policy(q.policy);
 			auto msg = ops::reload(paths, name, file);
 			if (metrics)
-				metrics->reload(msg.ok());
+				metrics->reload(name, msg.ok());
 			if (!msg)
 				return msg.rejection();
 			policies.watch_file(file);
@@ -460,7 +465,8 @@ struct Daemon {
 		policies.watch_file(r.policy_file);
 		if (metrics) {
 			sup->on_frozen = [m = metrics](double s) { m->freeze_latency(s); };
-			sup->on_reload = [m = metrics](bool ok) { m->reload(ok); };
+			sup->on_reload = [m = metrics, name = r.name](bool ok) { m->reload(name, ok); };
+			metrics->track(r.name);
 		}
 		// A ring's events wake its own supervisor alone, before any
 		// request: a violation among them is frozen now.
@@ -568,7 +574,7 @@ int run_daemon(const Paths& paths, const DaemonOptions& o)
 		try {
 			metrics = std::make_unique<Metrics>(paths, config.metrics);
 		} catch (const std::exception& e) {
-			fail("serve metrics on {}: {}", config.metrics, e.what());
+			fail("metrics: {}", e.what());
 		}
 		spdlog::info("airlock daemon: metrics on http://{}/metrics", config.metrics);
 	}

@@ -274,11 +274,15 @@ AuditLog::AuditLog(const std::string& path, AuditBound bound) : path_(path), bou
 	std::error_code ec;
 	// Only a directory airlock makes gets airlock's mode: an existing one
 	// (/tmp) keeps its own.
-	if (p.has_parent_path() && !std::filesystem::is_directory(p.parent_path(), ec))
-		make_dirs(p.parent_path().string(), 0750);
+	try {
+		if (p.has_parent_path() && !std::filesystem::is_directory(p.parent_path(), ec))
+			make_dirs(p.parent_path().string(), 0750);
+	} catch (const std::exception& e) {
+		fail("audit log {}: {}", path, e.what());
+	}
 	reopen();
 	if (fd_ < 0)
-		fail_errno("open audit log " + path);
+		fail_errno("audit log " + path + ": open");
 }
 
 void AuditLog::reopen()

@@ -122,7 +122,7 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
 					r.error(path, "missing key 'name'");
 				else if (!d.name.empty() && !valid_sandbox_name(d.name))
 					r.error(path + "/name",
-						fmt::format("{:?} is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -)", d.name));
+						not_a_sandbox_name(d.name));
 				else if (!d.name.empty() && !names.insert(d.name).second)
 					r.error(path + "/name", fmt::format("sandbox '{}' is declared twice", d.name));
 				if (!s.contains("policy"))

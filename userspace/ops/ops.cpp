@@ -291,8 +291,7 @@ Result<SandboxRecord> add(const Paths& paths, const NewSandbox& o, std::string* 
 		std::string cg = attach ? resolve_attach_target(paths, o.cgroup, o.pid) : "";
 		std::string name = !o.name.empty() ? o.name : default_name(cg);
 		if (!valid_sandbox_name(name))
-			fail("'{}' is not a sandbox name{} (1-63 of A-Z a-z 0-9 . _ -)", name,
-			     attach ? ": give one with --name" : "");
+			fail("{}{}", not_a_sandbox_name(name), attach ? ": give one with --name" : "");
 		kernel::Kernel k = kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty());
 		adopted = k.adopted();
 		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, o.runner_pid, cg, o.managed,
