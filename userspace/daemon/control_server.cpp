@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -179,17 +180,21 @@ void ControlServer::ready(uint64_t id, uint32_t events)
 
 size_t ControlServer::expire(uint64_t now)
 {
+	std::vector<uint64_t> late;
+	for (const auto& [id, c] : conns_)
+		if (c.deadline <= now)
+			late.push_back(id);
 	size_t n = 0;
-	for (auto it = conns_.begin(); it != conns_.end();) {
-		if (it->second.deadline > now) {
-			++it;
-			continue;
-		}
+	for (uint64_t id : late) {
+		// What the client sent or read while this loop was busy elsewhere
+		// (a slow attach) was in time: take it in before judging.
+		ready(id, 0);
+		auto it = conns_.find(id);
+		if (it == conns_.end() || it->second.deadline > now)
+			continue;  // answered and gone, or now answering with a new deadline
 		spdlog::warn("control socket: pid {} {} in time; closed", it->second.cr.pid,
 			     it->second.answering ? "did not read its answer" : "did not send a whole request");
-		auto next = std::next(it);
 		close(it);
-		it = next;
 		n++;
 	}
 	return n;
