@@ -211,5 +211,67 @@ TEST_F(Operator, DaemonLogLinesCarryTheirTimeOrAreJson)
 	EXPECT_GE(n, 2u) << j.describe();
 }
 
+// `airlock uninstall` removes everything airlock made: refused while a
+// daemon runs, and while sandboxes have processes unless --force; with it,
+// airlock's own sandbox is killed, the attached cgroup detached (its process
+// runs on), and the pins and the state directory are gone; the cgroup parent
+// goes once nothing else is in it.
+TEST_F(Operator, UninstallRemovesEverythingAirlockMade)
+{
+	std::string run_name = "r" + env().id, att = "a" + env().id;
+	RunSpec spec;
+	spec.policy = env().write_policy("p.json", base_policy("it-op-uninstall"));
+	spec.name = run_name;
+	spec.cmd = env().py("wait_file.py", {env().path("never"), "60"});
+	Proc& runner = env().start_run(spec);
+	ASSERT_TRUE(wait_until([&] { return env().status_of(run_name).has_value(); }, 10s)) << runner.describe();
+	std::string cg = make_cgroup("uninst");
+	Proc& outside = env().start(inside(cg, env().py("wait_file.py", {env().path("never"), "60"})), "attached");
+	ASSERT_TRUE(wait_until([&] { return cgroup_events(cg).value_or(std::map<std::string, std::string>{})["populated"] == "1"; }, 10s));
+	Result a = env().airlock({"attach", "--cgroup", cg, "--policy", spec.policy, "--name", att});
+	ASSERT_EQ(a.status, 0) << a.describe();
+
+	Proc& daemon = start_daemon();
+	Result with_daemon = env().airlock({"uninstall"});
+	EXPECT_EQ(with_daemon.status, 1) << with_daemon.describe();
+	EXPECT_NE(with_daemon.err.find("airlock uninstall: a daemon runs for " + env().state_dir), std::string::npos)
+		<< with_daemon.describe();
+	daemon.signal(SIGTERM);
+	ASSERT_TRUE(daemon.wait(10s)) << daemon.describe();
+
+	Result refused = env().airlock({"uninstall"});
+	EXPECT_EQ(refused.status, 1) << refused.describe();
+	EXPECT_NE(refused.err.find(fmt::format("sandbox '{}' runs under airlock run (pid {})", run_name, runner.pid())),
+		  std::string::npos)
+		<< refused.describe();
+	EXPECT_NE(refused.err.find(fmt::format("sandbox '{}' has processes in {}", att, cg)), std::string::npos)
+		<< refused.describe();
+	EXPECT_TRUE(env().status_of(run_name));
+	EXPECT_TRUE(env().status_of(att));
+
+	Result forced = env().airlock({"uninstall", "--force"});
+	EXPECT_EQ(forced.status, 0) << forced.describe();
+	EXPECT_NE(forced.out.find(att + ": detached from " + cg), std::string::npos) << forced.describe();
+	EXPECT_NE(forced.out.find(run_name + ": killed and removed "), std::string::npos) << forced.describe();
+	EXPECT_NE(forced.out.find("removed the pins in " + env().bpf_dir), std::string::npos) << forced.describe();
+	EXPECT_NE(forced.out.find("removed the state directory " + env().state_dir), std::string::npos)
+		<< forced.describe();
+	std::string parent = cgroup2_mount() + "/" + env().cgroup_parent;
+	EXPECT_NE(forced.out.find("left the cgroup " + parent), std::string::npos) << forced.describe();
+	EXPECT_TRUE(runner.wait(10s)) << runner.describe();
+	EXPECT_TRUE(outside.running()) << "a detached cgroup's processes run on";
+	EXPECT_FALSE(exists(env().bpf_dir));
+	EXPECT_FALSE(exists(env().state_dir));
+
+	outside.signal(SIGKILL);
+	ASSERT_TRUE(outside.wait(10s));
+	ASSERT_TRUE(wait_until([&] { return ::rmdir(cg.c_str()) == 0; }, 5s)) << errno_name(errno);
+	Result rest = env().airlock({"uninstall"});
+	EXPECT_EQ(rest.status, 0) << rest.describe();
+	EXPECT_EQ(rest.out, "removed the cgroup " + parent + "\n") << rest.describe();
+	Result none = env().airlock({"uninstall"});
+	EXPECT_EQ(none.out, "nothing of airlock's is on this node\n") << none.describe();
+}
+
 }  // namespace
 }  // namespace it
