@@ -3,7 +3,10 @@
 // is; `airlock events` carries every line the audit log has for the daemon's
 // sandboxes; removing a sandbox the configuration declares says that it
 // comes back; the daemon's log lines carry their time, or are JSON.
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 
 #include <regex>
@@ -11,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "daemon_fixture.h"
+#include "util/fd.h"
 
 namespace it {
 namespace {
@@ -271,6 +275,56 @@ TEST_F(Operator, UninstallRemovesEverythingAirlockMade)
 	EXPECT_EQ(rest.out, "removed the cgroup " + parent + "\n") << rest.describe();
 	Result none = env().airlock({"uninstall"});
 	EXPECT_EQ(none.out, "nothing of airlock's is on this node\n") << none.describe();
+}
+
+// systemd's readiness: READY=1 only once every declared sandbox is attached
+// and supervised (an agent's unit ordered after airlock starts enforced);
+// until then the status says what is missing. SIGHUP reloads, SIGTERM stops.
+TEST_F(Operator, ReadinessWaitsForTheDeclaredSandboxes)
+{
+	std::string sock_path = env().path("notify.sock");
+	airlock::Fd sock(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+	struct sockaddr_un sa = {};
+	sa.sun_family = AF_UNIX;
+	sock_path.copy(sa.sun_path, sizeof(sa.sun_path) - 1);
+	ASSERT_EQ(::bind(sock.get(), reinterpret_cast<struct sockaddr*>(&sa), sizeof(sa)), 0) << errno_name(errno);
+	// The next datagram, or "" after the timeout.
+	auto next = [&](Ms timeout) {
+		struct pollfd p = {sock.get(), POLLIN, 0};
+		if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1)
+			return std::string();
+		char buf[4096];
+		ssize_t n = ::recv(sock.get(), buf, sizeof(buf), 0);
+		return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+	};
+	std::string name = "n" + env().id;
+	std::string cg = cgroup2_mount() + "/" + env().cgroup_parent + "/later";
+	json cfg = {{"metrics", "off"},
+		    {"audit_log", env().audit_path()},
+		    {"sandboxes", {{{"name", name}, {"policy", env().write_policy("p.json", base_policy("it-op-ready"))}, {"cgroup", cg}}}}};
+	std::vector<std::string> argv = {"env", "NOTIFY_SOCKET=" + sock_path};
+	for (const auto& a : env().airlock_argv({"daemon", "--config", env().write_text("airlock.json", cfg.dump())}))
+		argv.push_back(a);
+	Proc& d = env().start(argv, "daemon");
+	std::string first = next(10s);
+	EXPECT_EQ(first.rfind("STATUS=waiting for declared sandboxes: " + name + ": ", 0), 0u) << first << d.describe();
+	// Nothing more while the cgroup is missing (the status is sent when it changes).
+	EXPECT_EQ(next(2s), "");
+	make_cgroup("later");
+	std::string ready;
+	ASSERT_TRUE(wait_until([&] { return (ready = next(1s)).find("READY=1") != std::string::npos; }, 10s))
+		<< d.describe();
+	EXPECT_EQ(ready, "READY=1\nSTATUS=enforcing 1 sandboxes");
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_TRUE(st->value("supervised_by_daemon", false)) << st->dump();
+
+	d.signal(SIGHUP);
+	EXPECT_EQ(next(5s), "RELOADING=1");
+	EXPECT_EQ(next(5s), "READY=1");
+	d.signal(SIGTERM);
+	EXPECT_EQ(next(5s), "STOPPING=1");
+	EXPECT_TRUE(d.wait(10s)) << d.describe();
 }
 
 }  // namespace
