@@ -277,9 +277,11 @@ TEST_F(Operator, UninstallRemovesEverythingAirlockMade)
 	EXPECT_EQ(none.out, "nothing of airlock's is on this node\n") << none.describe();
 }
 
-// systemd's readiness: READY=1 only once every declared sandbox is attached
-// and supervised (an agent's unit ordered after airlock starts enforced);
-// until then the status says what is missing. SIGHUP reloads, SIGTERM stops.
+// systemd's readiness: READY=1 only once every declared sandbox is made or
+// attached and supervised (an agent's unit ordered after airlock starts
+// enforced); until then the status says what is missing and why. A cgroup to
+// attach that does not exist yet does not hold it back (what makes it starts
+// after the daemon). SIGHUP reloads, SIGTERM stops.
 TEST_F(Operator, ReadinessWaitsForTheDeclaredSandboxes)
 {
 	std::string sock_path = env().path("notify.sock");
@@ -298,19 +300,22 @@ TEST_F(Operator, ReadinessWaitsForTheDeclaredSandboxes)
 		return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 	};
 	std::string name = "n" + env().id;
+	std::string later = "l" + env().id;
 	std::string cg = cgroup2_mount() + "/" + env().cgroup_parent + "/later";
+	std::string policy = env().path("p.json");  // written below
 	json cfg = {{"metrics", "off"},
 		    {"audit_log", env().audit_path()},
-		    {"sandboxes", {{{"name", name}, {"policy", env().write_policy("p.json", base_policy("it-op-ready"))}, {"cgroup", cg}}}}};
+		    {"sandboxes", {{{"name", name}, {"policy", policy}}, {{"name", later}, {"policy", policy}, {"cgroup", cg}}}}};
 	std::vector<std::string> argv = {"env", "NOTIFY_SOCKET=" + sock_path};
 	for (const auto& a : env().airlock_argv({"daemon", "--config", env().write_text("airlock.json", cfg.dump())}))
 		argv.push_back(a);
 	Proc& d = env().start(argv, "daemon");
 	std::string first = next(10s);
-	EXPECT_EQ(first.rfind("STATUS=waiting for declared sandboxes: " + name + ": ", 0), 0u) << first << d.describe();
-	// Nothing more while the cgroup is missing (the status is sent when it changes).
+	EXPECT_EQ(first.rfind("STATUS=waiting for declared sandboxes: " + name + ": " + policy, 0), 0u)
+		<< first << d.describe();
+	// Nothing more while the policy is missing (the status is sent when it changes).
 	EXPECT_EQ(next(2s), "");
-	make_cgroup("later");
+	env().write_policy("p.json", base_policy("it-op-ready"));
 	std::string ready;
 	ASSERT_TRUE(wait_until([&] { return (ready = next(1s)).find("READY=1") != std::string::npos; }, 10s))
 		<< d.describe();
@@ -318,6 +323,7 @@ TEST_F(Operator, ReadinessWaitsForTheDeclaredSandboxes)
 	auto st = env().status_of(name);
 	ASSERT_TRUE(st);
 	EXPECT_TRUE(st->value("supervised_by_daemon", false)) << st->dump();
+	EXPECT_FALSE(env().status_of(later));
 
 	d.signal(SIGHUP);
 	EXPECT_EQ(next(5s), "RELOADING=1");

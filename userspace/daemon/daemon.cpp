@@ -434,9 +434,18 @@ struct Daemon {
 		if (ready)
 			return;
 		std::vector<std::string> missing;
-		for (const auto& d : declared)
-			if (!sups.count(d.name))
-				missing.push_back(d.name + (declared_errors.count(d.name) ? ": " + declared_errors[d.name] : ""));
+		for (const auto& d : declared) {
+			if (sups.count(d.name))
+				continue;
+			// A cgroup to attach that does not exist yet is made by what
+			// starts after the daemon (a unit, a container): it is attached
+			// when it appears, and does not hold readiness back.
+			std::error_code ec;
+			std::string cg = d.cgroup.empty() || d.cgroup.front() == '/' ? d.cgroup : cgroup::path_of(d.cgroup);
+			if (!cg.empty() && !std::filesystem::exists(cg + "/cgroup.procs", ec))
+				continue;
+			missing.push_back(d.name + (declared_errors.count(d.name) ? ": " + declared_errors[d.name] : ""));
+		}
 		if (!missing.empty()) {
 			std::string status = fmt::format("STATUS=waiting for declared sandboxes: {}", fmt::join(missing, "; "));
 			if (status != last_status)
