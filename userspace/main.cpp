@@ -1,14 +1,18 @@
 // airlock: kernel-enforced network egress control for sandboxes.
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "sandbox/state.h"
 #include "util/error.h"
+#include "util/exit_code.h"
+#include "util/log.h"
 
 using namespace airlock;
 
@@ -41,13 +45,106 @@ void add_audit_bound(CLI::App* cmd, AuditBound& b)
 		->check(CLI::Range(0u, 1000u));
 }
 
+
+// The word on the command line where a subcommand was expected and none of
+// the known ones stands, with the command it was meant for: ("stauts",
+// airlock) or ("chek", airlock policy). Options and their values are
+// skipped.
+std::pair<const CLI::App*, std::string> unknown_subcommand(const CLI::App& app, int argc, char** argv)
+{
+	const CLI::App* at = &app;
+	for (int i = 1; i < argc; i++) {
+		std::string_view a = argv[i];
+		if (a == "--")
+			break;
+		if (!a.empty() && a.front() == '-') {
+			if (a.find('=') == std::string_view::npos) {
+				const CLI::Option* opt = at->get_option_no_throw(std::string(a));
+				if (opt && opt->get_items_expected_min() > 0)
+					i++;
+			}
+			continue;
+		}
+		const CLI::App* next = nullptr;
+		for (const CLI::App* sub : at->get_subcommands({}))
+			if (sub->get_name() == a)
+				next = sub;
+		if (!next)
+			return {at->get_subcommands({}).empty() ? nullptr : at, std::string(a)};
+		at = next;
+	}
+	return {nullptr, ""};
+}
+
+size_t edit_distance(std::string_view a, std::string_view b)
+{
+	std::vector<size_t> row(b.size() + 1);
+	for (size_t j = 0; j <= b.size(); j++)
+		row[j] = j;
+	for (size_t i = 1; i <= a.size(); i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= b.size(); j++) {
+			size_t up = row[j];
+			row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+			diag = up;
+		}
+	}
+	return row[b.size()];
+}
+
+// A command line CLI11 could not parse: its message on one line, prefixed
+// like every other error, and the documented status: 0 for --help and
+// --version, 125 for run and exec (whose other statuses are the command's),
+// 1 for the rest. An unknown subcommand is named, with the nearest one.
+int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv)
+{
+	if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
+		return app.exit(e);
+	std::string msg = e.what();
+	std::string where;
+	const CLI::App* sub = nullptr;
+	for (const CLI::App* a : app.get_subcommands())
+		sub = a;
+	for (const CLI::App* a = sub; a; a = a->get_subcommands().empty() ? nullptr : a->get_subcommands().back())
+		where += (where.empty() ? "" : " ") + a->get_name();
+	if (e.get_name() == "RequiredError" || e.get_name() == "ExtrasError") {
+		auto [parent, word] = unknown_subcommand(app, argc, argv);
+		if (parent) {
+			std::string best;
+			size_t best_d = 3;  // at most two edits away
+			for (const CLI::App* a : parent->get_subcommands({})) {
+				size_t d = edit_distance(word, a->get_name());
+				if (d < best_d) {
+					best_d = d;
+					best = a->get_name();
+				}
+			}
+			std::string cmd = parent == &app ? "airlock" : "airlock " + where;
+			fmt::print(stderr, "airlock error: '{}' is not a subcommand of {}{}; {} --help lists them\n", word, cmd,
+				   best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best), cmd);
+			return kExitFailure;
+		}
+	}
+	if (!sub) {
+		fmt::print(stderr, "airlock error: {}; airlock --help lists the subcommands\n", msg);
+		return kExitFailure;
+	}
+	fmt::print(stderr, "airlock error: {}: {}; airlock {} --help shows its options\n", where, msg, where);
+	bool runs_command = sub->get_name() == "run" || sub->get_name() == "exec";
+	return runs_command ? kExitAirlockError : kExitFailure;
+}
+
+// A sandbox name argument, judged before anything is asked of the daemon
+// or the kernel, naming the value given.
+const CLI::Validator kSandboxName(
+	[](std::string& v) { return valid_sandbox_name(v) ? std::string() : not_a_sandbox_name(v); }, "NAME");
+
 }  // namespace
 
 int main(int argc, char** argv)
 {
-	auto logger = spdlog::stderr_color_mt("airlock");
-	spdlog::set_default_logger(logger);
-	spdlog::set_pattern("%^airlock %l%$: %v");
+	setup_logging(LogFormat::Text, false);
 
 	CLI::App app{"airlock: kernel-enforced network egress control for sandboxes (cgroup v2 + eBPF)"};
 	app.require_subcommand(1);
@@ -65,13 +162,21 @@ int main(int argc, char** argv)
 	app.add_option("--cgroup-parent", paths.cgroup_parent,
 		       "Cgroup, relative to the cgroup2 mount, under which sandboxes are made (env AIRLOCK_CGROUP_PARENT)")
 		->capture_default_str();
-	app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+	app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+		->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+		->capture_default_str();
+	std::string log_format = "text";
+	app.add_option("--log-format", log_format,
+		       "text (\"airlock LEVEL: message\"; the daemon's lines start with an RFC 3339 time unless they go "
+		       "to the journal) or json (one object per line: ts, level, msg)")
+		->check(CLI::IsMember({"text", "json"}))
+		->capture_default_str();
 
 	auto* policy = app.add_subcommand("policy", "Validate and inspect policy files");
 	policy->require_subcommand(1);
 	std::vector<std::string> check_files;
 	auto* check = policy->add_subcommand("check", "Validate policy files: exit 0, or one line per error");
-	check->add_option("files", check_files, "Policy files")->required()->check(CLI::ExistingFile);
+	check->add_option("files", check_files, "Policy files")->required();
 	std::string show_file;
 	auto* show = policy->add_subcommand("show", "Print the rules and the kernel entries a policy compiles to");
 	show->add_option("file", show_file, "Policy file")->required();
@@ -79,14 +184,14 @@ int main(int argc, char** argv)
 	SuggestOptions suggest_opts;
 	auto* suggest = policy->add_subcommand(
 		"suggest", "Print a policy that allows exactly what an audit-mode run used (from its audit log)");
-	suggest->add_option("audit_log", suggest_log, "Audit log of the run")->required()->check(CLI::ExistingFile);
+	suggest->add_option("audit_log", suggest_log, "Audit log of the run")->required();
 	suggest->add_option("--sandbox", suggest_opts.sandbox, "Only this sandbox's lines");
 	suggest->add_option("--name", suggest_opts.name, "Name of the suggested policy")->capture_default_str();
 
 	ops::RunOptions run_opts;
 	auto* run = app.add_subcommand("run", "Run a command in a new sandbox under a policy");
 	run->add_option("--policy,-p", run_opts.policy_file, "Policy file")->required();
-	run->add_option("--name,-n", run_opts.name, "Sandbox name (default POLICY-PID)");
+	run->add_option("--name,-n", run_opts.name, "Sandbox name (default POLICY-PID)")->check(kSandboxName);
 	run->add_option("--audit-log", run_opts.audit_log, "JSON-lines audit log (default /var/log/airlock/audit.jsonl)");
 	run->add_flag("--log-allowed", run_opts.log_allowed, "Also log allowed connections and datagrams");
 	add_audit_bound(run, run_opts.audit_bound);
@@ -113,9 +218,9 @@ int main(int argc, char** argv)
 
 	std::string name, file;
 	auto* thaw = app.add_subcommand("thaw", "Lift a sandbox's quarantine and unfreeze it");
-	thaw->add_option("name", name, "Sandbox")->required();
+	thaw->add_option("name", name, "Sandbox")->required()->check(kSandboxName);
 	auto* killc = app.add_subcommand("kill", "Kill every process of a sandbox");
-	killc->add_option("name", name, "Sandbox")->required();
+	killc->add_option("name", name, "Sandbox")->required()->check(kSandboxName);
 	AttachOptions attach_opts;
 	auto* attach = app.add_subcommand("attach", "Enforce a policy on an existing cgroup (a container, a unit)");
 	auto* attach_cg = attach->add_option("--cgroup", attach_opts.cgroup,
@@ -123,18 +228,18 @@ int main(int argc, char** argv)
 	attach->add_option("--pid", attach_opts.pid, "The cgroup of this process (how a container is attached)")
 		->excludes(attach_cg);
 	attach->add_option("--policy,-p", attach_opts.policy_file, "Policy file")->required();
-	attach->add_option("--name,-n", attach_opts.name, "Sandbox name (default: the cgroup's own name)");
+	attach->add_option("--name,-n", attach_opts.name, "Sandbox name (default: the cgroup's own name)")->check(kSandboxName);
 	attach->add_option("--audit-log", attach_opts.audit_log,
 			   "JSON-lines audit log (default /var/log/airlock/audit.jsonl)");
 	attach->add_flag("--log-allowed", attach_opts.log_allowed, "Also log allowed connections and datagrams");
 	add_audit_bound(attach, attach_opts.audit_bound);
 	auto* detach = app.add_subcommand("detach", "Stop enforcing on an attached cgroup; its processes run on");
-	detach->add_option("name", name, "Sandbox")->required();
+	detach->add_option("name", name, "Sandbox")->required()->check(kSandboxName);
 	auto* sandbox = app.add_subcommand("sandbox", "Sandboxes the daemon makes and supervises");
 	sandbox->require_subcommand(1);
 	SandboxCreateOptions create_opts;
 	auto* create = sandbox->add_subcommand("create", "Make an empty sandbox; run commands in it with airlock exec");
-	create->add_option("name", create_opts.name, "Sandbox name")->required();
+	create->add_option("name", create_opts.name, "Sandbox name")->required()->check(kSandboxName);
 	create->add_option("--policy,-p", create_opts.policy_file,
 			   "Policy file, or the name of a policy in the daemon's --policy-dir")
 		->required();
@@ -142,11 +247,11 @@ int main(int argc, char** argv)
 	create->add_flag("--log-allowed", create_opts.log_allowed, "Also log allowed connections and datagrams");
 	add_audit_bound(create, create_opts.audit_bound);
 	auto* delete_ = sandbox->add_subcommand("delete", "Kill a sandbox's processes and remove it");
-	delete_->add_option("name", name, "Sandbox")->required();
+	delete_->add_option("name", name, "Sandbox")->required()->check(kSandboxName);
 	ops::RunOptions exec_opts;
 	std::string exec_name;
 	auto* exec = app.add_subcommand("exec", "Run a command inside a sandbox the daemon supervises");
-	exec->add_option("name", exec_name, "Sandbox")->required();
+	exec->add_option("name", exec_name, "Sandbox")->required()->check(kSandboxName);
 	exec->add_option("--user,-u", exec_opts.user, "Run the command as USER[:GROUP] (names or ids)");
 	exec->add_flag("--keep-caps", exec_opts.keep_caps, "Do not drop the capabilities airlock run drops");
 	std::vector<std::string> exec_help;
@@ -167,10 +272,10 @@ int main(int argc, char** argv)
 	std::string events_sandbox;
 	bool events_follow = false;
 	auto* eventsc = app.add_subcommand("events", "Audit lines of the sandboxes the daemon supervises");
-	eventsc->add_option("--sandbox", events_sandbox, "Only this sandbox");
+	eventsc->add_option("--sandbox", events_sandbox, "Only this sandbox")->check(kSandboxName);
 	eventsc->add_flag("--follow,-f", events_follow, "Keep printing new lines");
 	auto* reload = app.add_subcommand("reload", "Swap a running sandbox's policy atomically");
-	reload->add_option("name", name, "Sandbox")->required();
+	reload->add_option("name", name, "Sandbox")->required()->check(kSandboxName);
 	reload->add_option("file", file, "New policy file")->required();
 
 	int options_end = argc;
@@ -189,9 +294,10 @@ int main(int argc, char** argv)
 		if (exec->parsed() && (exec_opts.command.empty() || !exec_help.empty()))
 			throw CLI::ValidationError("exec", "the command comes after --: airlock exec NAME -- CMD ARGS...");
 	} catch (const CLI::ParseError& e) {
-		return app.exit(e);
+		return usage_error(app, e, argc, argv);
 	}
 	spdlog::set_level(spdlog::level::from_str(log_level));
+	setup_logging(*parse_log_format(log_format), daemon->parsed());
 
 	bool is_run = run->parsed();
 	bool runs_command = is_run || exec->parsed();

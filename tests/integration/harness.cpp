@@ -827,6 +827,20 @@ std::string dump_lines(const std::vector<json>& lines, size_t max)
 
 // ---- cgroups, /proc, bpftool ---------------------------------------------------
 
+int free_port()
+{
+	int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+	    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+		throw std::runtime_error("no free port on 127.0.0.1");
+	::close(s);
+	return ntohs(a.sin_port);
+}
+
 std::optional<std::map<std::string, std::string>> cgroup_events(const std::string& cgroup)
 {
 	auto text = try_read_file(cgroup + "/cgroup.events");

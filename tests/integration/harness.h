@@ -286,6 +286,8 @@ void sweep_stale();
 // Kills every process of a cgroup subtree and removes it, deepest first.
 void remove_cgroup_tree(const std::string& path) noexcept;
 std::optional<std::map<std::string, std::string>> cgroup_events(const std::string& cgroup);
+// A TCP port on 127.0.0.1 that nothing listens on (bound, read, closed).
+int free_port();
 std::vector<pid_t> cgroup_pids(const std::string& cgroup);
 
 // The host pid of the process in cgroup whose pid in its own PID namespace

@@ -10,30 +10,18 @@
 
 #include <fmt/format.h>
 
-#include "fixture.h"
+#include "daemon_fixture.h"
 
 namespace it {
 namespace {
 
-class Attach : public AirlockTest {
+class Attach : public DaemonTest {
 protected:
 	json progress(const std::string& file) { return read_json_object(env().path(file)); }
 	long count(const std::string& file, const char* dest, const char* what)
 	{
 		json p = progress(file);
 		return p.contains(dest) ? p[dest].value(what, 0L) : 0L;
-	}
-
-	// A cgroup made the way a container runtime would: mkdir under the
-	// test's own parent, no airlock involved.
-	std::string make_cgroup(const std::string& leaf)
-	{
-		std::string parent = cgroup2_mount() + "/" + env().cgroup_parent;
-		::mkdir(parent.c_str(), 0755);
-		std::string cg = parent + "/" + leaf;
-		if (::mkdir(cg.c_str(), 0755) != 0)
-			throw std::runtime_error("mkdir " + cg + ": " + errno_name(errno));
-		return cg;
 	}
 
 	// A client that keeps sending to the allowed and the denied destination,
@@ -46,42 +34,10 @@ protected:
 					    "0.005"});
 	}
 
-	// `airlock daemon` for this test's state directory, ready when it says so.
-	Proc& start_daemon(std::vector<std::string> extra = {})
-	{
-		std::vector<std::string> args = {"daemon", "--metrics", "off"};
-		args.insert(args.end(), extra.begin(), extra.end());
-		Proc& d = env().start(env().airlock_argv(args), "daemon");
-		if (!wait_until([&] { return d.err().find("watching") != std::string::npos || !d.running(); }, 10s) ||
-		    !d.running())
-			throw std::runtime_error("the daemon did not start: " + d.describe());
-		return d;
-	}
-
 	::testing::AssertionResult LoggedSoon(const Match& m, const std::string& sandbox)
 	{
 		wait_until([&] { return !decisions(env().audit(), m).empty(); }, 5s);
 		return Logged(env().audit(), m, sandbox);
-	}
-
-	// `airlock exec NAME -- cmd`, started in the client namespace.
-	RunResult exec(const std::string& name, const std::vector<std::string>& cmd, Ms timeout = 15s)
-	{
-		std::vector<std::string> a = env().airlock_argv({"exec", name, "--"});
-		a.insert(a.end(), cmd.begin(), cmd.end());
-		RunResult rr;
-		rr.r = env().in_client(a, timeout);
-		rr.out_json = json_objects_in(rr.r.out);
-		return rr;
-	}
-
-	// argv that puts itself into cgroup cg, then runs cmd in the client namespace.
-	std::vector<std::string> inside(const std::string& cg, const std::vector<std::string>& cmd)
-	{
-		std::vector<std::string> a = {"nsenter", "--net=" + env().topo->client_ns_path(), "/bin/sh", "-c",
-					      "echo $$ > \"$0/cgroup.procs\" && shift && exec \"$@\"", cg, "-"};
-		a.insert(a.end(), cmd.begin(), cmd.end());
-		return a;
 	}
 };
 

@@ -243,5 +243,57 @@ TEST_F(Cli, ControlCommandsOnUnknownSandboxesFail)
 	}
 }
 
+// A command line that does not parse: one line on stderr naming what is
+// wrong, and the documented status (1; 125 for run, whose other statuses
+// are its command's). A mistyped subcommand is named, with the nearest one.
+TEST_F(Cli, UsageErrorsAreOneLineWithTheDocumentedStatus)
+{
+	std::string p = env().write_policy("ok.json", base_policy("it-cli"));
+	struct Case {
+		std::vector<std::string> args;
+		int status;
+		std::string err;
+	};
+	std::vector<Case> cases = {
+		{{"stauts"}, 1,
+		 "airlock error: 'stauts' is not a subcommand of airlock (did you mean 'status'?); airlock --help lists them"},
+		{{"frobnicate"}, 1, "airlock error: 'frobnicate' is not a subcommand of airlock; airlock --help lists them"},
+		{{"policy", "chek", p}, 1,
+		 "airlock error: 'chek' is not a subcommand of airlock policy (did you mean 'check'?); airlock policy --help "
+		 "lists them"},
+		{{"status", "--bogus"}, 1,
+		 "airlock error: status: The following argument was not expected: --bogus; airlock status --help shows its "
+		 "options"},
+		{{"thaw"}, 1, "airlock error: thaw: name is required; airlock thaw --help shows its options"},
+		{{"thaw", "a b"}, 1,
+		 "airlock error: thaw: name: 'a b' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a "
+		 "letter or digit); airlock thaw --help shows its options"},
+		{{"run", "--bogus", "--policy", p, "--", "true"}, 125,
+		 "airlock error: run: The following argument was not expected: --bogus; airlock run --help shows its "
+		 "options"},
+		{{"policy", "check", "/nonexistent/p.json"}, 1,
+		 "/nonexistent/p.json: (root): cannot read: No such file or directory"},
+	};
+	for (const auto& c : cases) {
+		Result r = env().airlock(c.args);
+		EXPECT_EQ(r.status, c.status) << r.describe();
+		EXPECT_EQ(r.err, c.err + "\n") << r.describe();
+	}
+}
+
+// --log-format json: every log line is one JSON object (ts, level, msg).
+TEST_F(Cli, LogFormatJsonGivesOneObjectPerLine)
+{
+	Result r = env().airlock({"--log-format", "json", "thaw", "nope"});
+	EXPECT_EQ(r.status, 1) << r.describe();
+	auto lines = lines_of(r.err);
+	ASSERT_EQ(lines.size(), 1u) << r.describe();
+	json j = json::parse(lines[0], nullptr, false);
+	ASSERT_TRUE(j.is_object()) << r.describe();
+	EXPECT_EQ(j.value("level", ""), "error");
+	EXPECT_EQ(j.value("msg", ""), "no sandbox named 'nope' (airlock status lists them)");
+	EXPECT_EQ(j.value("ts", "").size(), std::string("2026-01-01T00:00:00.000000Z").size()) << j.dump();
+}
+
 }  // namespace
 }  // namespace it

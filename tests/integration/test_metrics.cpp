@@ -9,26 +9,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <regex>
+
 #include <fmt/format.h>
 
 #include "fixture.h"
 
 namespace it {
 namespace {
-
-int free_port()
-{
-	int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t len = sizeof(a);
-	if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-	    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-		throw std::runtime_error("no free port on 127.0.0.1");
-	::close(s);
-	return ntohs(a.sin_port);
-}
 
 class Metrics : public AirlockTest {
 protected:
@@ -216,6 +204,92 @@ TEST_F(Metrics, PrometheusScrapesExactKernelCounters)
 	EXPECT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.describe();
 	Result k = env().airlock({"kill", b});
 	EXPECT_EQ(k.status, 0) << k.describe();
+}
+
+// Every series of a sandbox exists from its start (violations and reloads
+// at 0, so that increase() sees the first one), with an info series naming
+// its policy, mode and action; the process_* series are there; nothing but
+// airlock's and the process's own is exposed; a sandbox's series go with it.
+TEST_F(Metrics, EverySeriesExistsFromTheStartAndNothingElseIsExposed)
+{
+	int mport = free_port();
+	start_daemon(mport);
+	std::string b = "i" + env().id;
+	std::string cg = cgroup2_mount() + "/" + env().cgroup_parent + "/info";
+	::mkdir((cgroup2_mount() + "/" + env().cgroup_parent).c_str(), 0755);
+	ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0) << cg;
+	Result at = env().airlock({"attach", "--cgroup", cg, "--policy",
+				   env().write_policy("b.json", base_policy("it-metrics-info", "freeze")), "--name", b,
+				   "--audit-log", env().audit_path()});
+	ASSERT_EQ(at.status, 0) << at.describe();
+	// The kernel's series put the sandbox first; the registry's
+	// (reloads) are in label-name order.
+	auto series_of = [&](const std::string& name, const std::string& labels) {
+		return fmt::format("{}{{sandbox=\"{}\"{}}}", name, b, labels);
+	};
+	std::string text = scrape(mport);
+	EXPECT_EQ(sample(text, series_of("airlock_sandbox_info",
+					 ",policy=\"it-metrics-info\",mode=\"enforce\",on_violation=\"freeze\"")),
+		  1.0)
+		<< text;
+	for (const char* kind : {"no-rule", "rule-deny", "dns-name", "family"})
+		EXPECT_EQ(sample(text, series_of("airlock_violations_total", fmt::format(",kind=\"{}\"", kind))), 0.0)
+			<< kind << "\n" << text;
+	EXPECT_EQ(sample(text, fmt::format("airlock_policy_reloads_total{{result=\"ok\",sandbox=\"{}\"}}", b)), 0.0) << text;
+	EXPECT_EQ(sample(text, fmt::format("airlock_policy_reloads_total{{result=\"error\",sandbox=\"{}\"}}", b)), 0.0) << text;
+	EXPECT_EQ(sample(text, series_of("airlock_events_suppressed_total", ",hook=\"connect4\"")), 0.0) << text;
+	EXPECT_GT(sample(text, "process_cpu_seconds_total").value_or(-1), 0.0) << text;
+	EXPECT_GT(sample(text, "process_resident_memory_bytes").value_or(-1), 1e6) << text;
+	EXPECT_GT(sample(text, "process_open_fds").value_or(-1), 3.0) << text;
+	EXPECT_GT(sample(text, "process_max_fds").value_or(-1), 0.0) << text;
+	EXPECT_NEAR(sample(text, "process_start_time_seconds").value_or(0), static_cast<double>(::time(nullptr)), 60.0)
+		<< text;
+	std::istringstream lines(text);
+	for (std::string l; std::getline(lines, l);)
+		if (!l.empty() && l.front() != '#')
+			EXPECT_TRUE(l.rfind("airlock_", 0) == 0 || l.rfind("process_", 0) == 0) << l;
+	Result check = run({"promtool", "check", "metrics"}, 20s, text);
+	EXPECT_EQ(check.status, 0) << check.describe();
+
+	Result re = env().airlock({"reload", b, env().write_policy("b2.json", base_policy("it-metrics-info2", "kill"))});
+	ASSERT_EQ(re.status, 0) << re.describe();
+	text = scrape(mport);
+	EXPECT_EQ(sample(text, fmt::format("airlock_policy_reloads_total{{result=\"ok\",sandbox=\"{}\"}}", b)), 1.0) << text;
+	EXPECT_EQ(sample(text, series_of("airlock_sandbox_info",
+					 ",policy=\"it-metrics-info2\",mode=\"enforce\",on_violation=\"kill\"")),
+		  1.0)
+		<< text;
+	Result d = env().airlock({"detach", b});
+	ASSERT_EQ(d.status, 0) << d.describe();
+	ASSERT_TRUE(wait_until([&] { return scrape(mport).find(b) == std::string::npos; }, 5s)) << scrape(mport);
+}
+
+// A metrics address that cannot be listened on stops the daemon at start
+// with one line naming it and why.
+TEST_F(Metrics, ABusyPortStopsTheDaemonWithOneLine)
+{
+	int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT_GE(s, 0);
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+	ASSERT_EQ(::listen(s, 1), 0);
+	ASSERT_EQ(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len), 0);
+	std::string addr = fmt::format("127.0.0.1:{}", ntohs(a.sin_port));
+	Result r = env().airlock({"daemon", "--metrics", addr}, 10s);
+	::close(s);
+	EXPECT_EQ(r.status, 1) << r.describe();
+	// The daemon's lines start with their time.
+	EXPECT_TRUE(std::regex_match(r.err, std::regex(R"(^\S+Z airlock error: metrics: cannot listen on )" + addr +
+							 R"(: Address already in use\n$)")))
+		<< r.describe();
+	Result bad = env().airlock({"daemon", "--metrics", "localhost:x"}, 10s);
+	EXPECT_EQ(bad.status, 1) << bad.describe();
+	EXPECT_TRUE(std::regex_match(
+		bad.err, std::regex(R"(^\S+Z airlock error: metrics: metrics address 'localhost:x': 'x' is not a port \(1-65535\)\n$)")))
+		<< bad.describe();
 }
 
 }  // namespace

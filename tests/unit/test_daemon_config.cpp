@@ -84,7 +84,7 @@ TEST(DaemonConfig, EveryMistakeIsOneLineWithItsPath)
 		f + ": sandboxes/2/cgroup: expected a string, got an integer",
 		f + ": sandboxes/2/log_allowed: expected a boolean, got a string",
 		f + ": sandboxes/2/policy: a path must be absolute (or give a name in policy_dir)",
-		f + ": sandboxes/2/name: not a sandbox name (1-63 of A-Z a-z 0-9 . _ -)",
+		f + ": sandboxes/2/name: 'bad/name' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)",
 		f + ": sandboxes/3/audit_log: must be an absolute path",
 		f + ": sandboxes/3: missing key 'name'",
 		f + ": sandboxes/5: expected an object, got a string",

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -55,7 +56,13 @@ struct Daemon {
 		      policy_changed(dir, path);
 	      })
 	{
+		// Every audit line this process writes, its requests' lifecycle
+		// lines too, goes to `airlock events`.
+		AuditLog::tee_all([this](const std::string& sb, const std::string& line) { publish(sb, line); });
 	}
+	~Daemon() { AuditLog::tee_all(nullptr); }
+	Daemon(const Daemon&) = delete;
+	Daemon& operator=(const Daemon&) = delete;
 	const Paths& paths;
 	Metrics* metrics;
 	EventLoop loop;
@@ -69,9 +76,16 @@ struct Daemon {
 	std::string audit_log;   // for sandboxes made through the daemon without one
 	AuditBound audit_bound;  // likewise
 	std::vector<DeclaredSandbox> declared;
+	std::string config_file;  // where `declared` comes from
 	std::map<std::string, std::string> declared_errors;  // name -> last error, logged once
+	std::map<std::string, std::string> supervise_errors;  // likewise
 
-	void forget(Supervisor& sup) { loop.remove(sup.epoll_fd()); }
+	void forget(Supervisor& sup)
+	{
+		loop.remove(sup.epoll_fd());
+		if (metrics)
+			metrics->untrack(sup.record().name);
+	}
 
 	static constexpr size_t kRecent = 200;
 
@@ -186,8 +200,17 @@ struct Daemon {
 		if (!added)
 			return added.rejection();
 		const SandboxRecord& rec = *added;
-		policies.watch_file(rec.policy_file);
-		rescan();  // supervised before the answer: a command started next is watched
+		// Supervised before the answer, so that a command started next is
+		// watched; a sandbox that cannot be is unmade, not left enforced
+		// with nobody to freeze it.
+		try {
+			supervise(rec);
+		} catch (const std::exception& e) {
+			ops::unmake(paths, rec, std::string("cannot supervise it: ") + e.what());
+			fail("{}: cannot supervise it: {}; {}", rec.name, e.what(),
+			     rec.attached ? "detached again" : "removed again");
+		}
+		rescan();
 		return nlohmann::json{{"ok", true}, {"message", msg}, {"cgroup", rec.cgroup}, {"name", rec.name}};
 	}
 
@@ -240,7 +263,7 @@ struct Daemon {
 			std::string file = resolve_policy(q.policy);
 			auto msg = ops::reload(paths, name, file);
 			if (metrics)
-				metrics->reload(msg.ok());
+				metrics->reload(name, msg.ok());
 			if (!msg)
 				return msg.rejection();
 			policies.watch_file(file);
@@ -265,7 +288,15 @@ struct Daemon {
 				rescan();
 				throw;
 			}
-			return nlohmann::json{{"ok", true}, {"message", msg}, {"killed_on_violation", killed}};
+			// Said, not hidden: the declaration makes it again at the next rescan.
+			bool declared_here = std::any_of(declared.begin(), declared.end(),
+							 [&](const DeclaredSandbox& d) { return d.name == name; });
+			if (declared_here)
+				msg += fmt::format("; it is declared in {}, so the daemon {} it again within a second: "
+						   "remove it there and send the daemon SIGHUP to keep it gone",
+						   config_file, detach ? "attaches" : "makes");
+			return nlohmann::json{{"ok", true}, {"message", msg}, {"killed_on_violation", killed},
+					      {"declared", declared_here}};
 		}
 		case Cmd::Events:
 			break;
@@ -406,43 +437,46 @@ struct Daemon {
 				++it;
 			}
 		}
-		if (records.empty())
-			return;
-		if (!k) {
-			try {
-				k.emplace(kernel::Kernel::adopt(paths.bpf_dir));
-			} catch (const std::exception& e) {
-				spdlog::warn("cannot adopt the pinned programs yet: {}", e.what());
-				return;
-			}
-		}
 		for (const auto& r : records) {
 			// A runner supervises its own sandbox, unless it was made through the daemon.
 			if (sups.count(r.name) || (runner_alive(r) && !r.managed))
 				continue;
-			// The policy text the live bank was compiled from names the rules in events.
-			auto parsed = parse_policy_file(paths.policy_copy(r.name, r.bank));
 			try {
-				auto sup = std::make_unique<Supervisor>(*k, paths, r, parsed.policy.value_or(Policy{}));
-				sup->audit().tee([this](const std::string& sb, const std::string& line) { publish(sb, line); });
-				policies.watch_file(r.policy_file);
-				if (metrics) {
-					sup->on_frozen = [m = metrics](double s) { m->freeze_latency(s); };
-					sup->on_reload = [m = metrics](bool ok) { m->reload(ok); };
-				}
-				// A ring's events wake its own supervisor alone, before any
-				// request: a violation among them is frozen now.
-				loop.add(sup->epoll_fd(), EPOLLIN, [this, name = r.name](uint32_t) {
-					if (auto it = sups.find(name); it != sups.end())
-						it->second->poll();
-				}, EventLoop::kUrgent);
-				spdlog::info("{}: supervising {} ({})", r.name, r.cgroup,
-					     r.attached ? "attached" : r.managed ? "made through the daemon" : "its runner is gone");
-				sups[r.name] = std::move(sup);
+				supervise(r);
+				supervise_errors.erase(r.name);
 			} catch (const std::exception& e) {
-				spdlog::warn("{}: cannot supervise: {}", r.name, e.what());
+				// Once per change, not once per rescan.
+				std::string& last = supervise_errors[r.name];
+				if (last != e.what())
+					spdlog::warn("{}: cannot supervise: {}", r.name, e.what());
+				last = e.what();
 			}
 		}
+	}
+
+	// Starts supervising one sandbox; throws what stands in the way.
+	void supervise(const SandboxRecord& r)
+	{
+		if (!k)
+			k.emplace(kernel::Kernel::adopt(paths.bpf_dir));
+		// The policy text the live bank was compiled from names the rules in events.
+		auto parsed = parse_policy_file(paths.policy_copy(r.name, r.bank));
+		auto sup = std::make_unique<Supervisor>(*k, paths, r, parsed.policy.value_or(Policy{}));
+		policies.watch_file(r.policy_file);
+		if (metrics) {
+			sup->on_frozen = [m = metrics](double s) { m->freeze_latency(s); };
+			sup->on_reload = [m = metrics, name = r.name](bool ok) { m->reload(name, ok); };
+			metrics->track(r.name);
+		}
+		// A ring's events wake its own supervisor alone, before any
+		// request: a violation among them is frozen now.
+		loop.add(sup->epoll_fd(), EPOLLIN, [this, name = r.name](uint32_t) {
+			if (auto it = sups.find(name); it != sups.end())
+				it->second->poll();
+		}, EventLoop::kUrgent);
+		spdlog::info("{}: supervising {} ({})", r.name, r.cgroup,
+			     r.attached ? "attached" : r.managed ? "made through the daemon" : "its runner is gone");
+		sups[r.name] = std::move(sup);
 	}
 };
 
@@ -540,7 +574,7 @@ int run_daemon(const Paths& paths, const DaemonOptions& o)
 		try {
 			metrics = std::make_unique<Metrics>(paths, config.metrics);
 		} catch (const std::exception& e) {
-			fail("serve metrics on {}: {}", config.metrics, e.what());
+			fail("metrics: {}", e.what());
 		}
 		spdlog::info("airlock daemon: metrics on http://{}/metrics", config.metrics);
 	}
@@ -549,6 +583,7 @@ int run_daemon(const Paths& paths, const DaemonOptions& o)
 	d.audit_log = config.audit_log;
 	d.audit_bound = config.audit_bound;
 	d.declared = config.sandboxes;
+	d.config_file = o.config;
 
 	std::optional<int> exit_status;
 	d.loop.add(sigfd.get(), EPOLLIN, [&](uint32_t) {

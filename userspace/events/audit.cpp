@@ -274,11 +274,15 @@ AuditLog::AuditLog(const std::string& path, AuditBound bound) : path_(path), bou
 	std::error_code ec;
 	// Only a directory airlock makes gets airlock's mode: an existing one
 	// (/tmp) keeps its own.
-	if (p.has_parent_path() && !std::filesystem::is_directory(p.parent_path(), ec))
-		make_dirs(p.parent_path().string(), 0750);
+	try {
+		if (p.has_parent_path() && !std::filesystem::is_directory(p.parent_path(), ec))
+			make_dirs(p.parent_path().string(), 0750);
+	} catch (const std::exception& e) {
+		fail("audit log {}: {}", path, e.what());
+	}
 	reopen();
 	if (fd_ < 0)
-		fail_errno("open audit log " + path);
+		fail_errno("audit log " + path + ": open");
 }
 
 void AuditLog::reopen()
@@ -294,7 +298,7 @@ void AuditLog::reopen()
 }
 
 AuditLog::AuditLog(AuditLog&& o) noexcept
-    : path_(std::move(o.path_)), bound_(o.bound_), fd_(std::exchange(o.fd_, -1)), tee_(std::move(o.tee_))
+    : path_(std::move(o.path_)), bound_(o.bound_), fd_(std::exchange(o.fd_, -1))
 {
 }
 AuditLog& AuditLog::operator=(AuditLog&& o) noexcept
@@ -305,7 +309,6 @@ AuditLog& AuditLog::operator=(AuditLog&& o) noexcept
 		path_ = std::move(o.path_);
 		bound_ = o.bound_;
 		fd_ = std::exchange(o.fd_, -1);
-		tee_ = std::move(o.tee_);
 	}
 	return *this;
 }
@@ -329,9 +332,23 @@ void AuditLog::rotate()
 		fail_errno("rotate audit log " + path_);
 }
 
+namespace {
+std::function<void(const std::string&, const std::string&)>& tee_target()
+{
+	static std::function<void(const std::string&, const std::string&)> f;
+	return f;
+}
+}  // namespace
+
+void AuditLog::tee_all(std::function<void(const std::string& sandbox, const std::string& line)> f)
+{
+	tee_target() = std::move(f);
+}
+
 void AuditLog::write(const std::string& sandbox, const json& record)
 {
-	if (fd_ < 0 && !tee_)
+	const auto& tee = tee_target();
+	if (fd_ < 0 && !tee)
 		return;
 	json line = json::object();
 	line["ts"] = now_rfc3339();
@@ -339,8 +356,8 @@ void AuditLog::write(const std::string& sandbox, const json& record)
 	for (auto it = record.begin(); it != record.end(); ++it)
 		line[it.key()] = it.value();
 	std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-	if (tee_)
-		tee_(sandbox, text);
+	if (tee)
+		tee(sandbox, text);
 	if (fd_ < 0)
 		return;
 	// Another writer may rename the file between our lock and theirs: a

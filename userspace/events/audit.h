@@ -71,15 +71,17 @@ public:
 	void write(const std::string& sandbox, const nlohmann::json& record);
 	// Opens the file by its name again (SIGHUP, after an external rename).
 	void reopen();
-	// Also hands every line (with its newline) to f: the daemon's event stream.
-	void tee(std::function<void(const std::string& sandbox, const std::string& line)> f) { tee_ = std::move(f); }
+	// Hands every line any AuditLog of this process writes (with its
+	// newline) to f as well: the daemon's event stream, which so carries the
+	// lifecycle lines of its requests (created, thawed, killed, deleted) as
+	// well as its supervisors' decisions.
+	static void tee_all(std::function<void(const std::string& sandbox, const std::string& line)> f);
 
 private:
 	void rotate();
 	std::string path_;
 	AuditBound bound_;
 	int fd_ = -1;
-	std::function<void(const std::string&, const std::string&)> tee_;
 };
 
 }  // namespace airlock

@@ -1,12 +1,21 @@
 #include "metrics/metrics.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
 
 #include <spdlog/spdlog.h>
 
 #include "events/audit.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/supervisor.h"
+#include "util/files.h"
 
 #ifndef AIRLOCK_VERSION_STRING
 #define AIRLOCK_VERSION_STRING "unknown"
@@ -71,8 +80,11 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 	auto learned = family("airlock_learned_addresses", "Unexpired addresses learned from DNS answers",
 			      MetricType::Gauge);
 	auto count = family("airlock_sandboxes", "Sandboxes on this node", MetricType::Gauge);
-	auto info = family("airlock_build_info", "Version of this agent and of its kernel ABI", MetricType::Gauge);
-	add(info, {{"version", AIRLOCK_VERSION_STRING}, {"abi", std::to_string(AL_ABI_VERSION)}}, 1);
+	auto build = family("airlock_build_info", "Version of this agent and of its kernel ABI", MetricType::Gauge);
+	add(build, {{"version", AIRLOCK_VERSION_STRING}, {"abi", std::to_string(AL_ABI_VERSION)}}, 1);
+	auto info = family("airlock_sandbox_info",
+			   "1 per sandbox, with the policy it enforces, its mode and what a violation does",
+			   MetricType::Gauge);
 
 	std::vector<SandboxRecord> records;
 	try {
@@ -88,10 +100,12 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 	for (const auto& r : records) {
 		al_counters c{};
 		al_latch l{};
+		std::optional<al_sandbox> entry;
 		size_t live = 0;
 		try {
 			c = k_->counters(r.slot);
 			l = k_->latch(r.slot);
+			entry = k_->sandbox(r.cgroup_id);
 			for (const auto& e : k_->learned(r.slot))
 				live += e.value.expires_ns > now;
 		} catch (const std::exception& e) {
@@ -99,6 +113,14 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 			continue;
 		}
 		const std::string& s = r.name;
+		if (entry)
+			add(info, {{"sandbox", s},
+				   {"policy", r.policy_name},
+				   {"mode", entry->flags & AL_SB_AUDIT ? "audit" : "enforce"},
+				   {"on_violation", entry->on_violation == AL_ON_VIOLATION_KILL     ? "kill"
+						    : entry->on_violation == AL_ON_VIOLATION_FREEZE ? "freeze"
+												    : "deny"}},
+			    1);
 		for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
 			if (!hook_known(h))
 				continue;
@@ -108,8 +130,11 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 		}
 		// What the latch stops afterwards is the violation's consequence,
 		// not another violation.
+		// Every kind from the sandbox's start, at 0 until it happens: a
+		// series that appears only with its first violation is missed by
+		// increase() and rate().
 		for (unsigned i = 0; i < AL_REASON_MAX; i++)
-			if (i != AL_REASON_QUARANTINED && (c.reasons[i] || i == AL_REASON_NO_RULE))
+			if (i != AL_REASON_QUARANTINED && !reason_allows(i))
 				add(violations, {{"sandbox", s}, {"kind", reason_name(i)}}, static_cast<double>(c.reasons[i]));
 		add(dns, {{"sandbox", s}, {"verdict", "allow"}}, static_cast<double>(c.dns_queries_allowed));
 		add(dns, {{"sandbox", s}, {"verdict", "deny"}}, static_cast<double>(c.dns_queries_denied));
@@ -125,7 +150,7 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 			uint64_t n = 0;
 			for (unsigned i = 0; i < AL_REASON_MAX; i++)
 				n += c.suppressed[h][i];
-			if (n)
+			if (hook_known(h))
 				add(suppressed, {{"sandbox", s}, {"hook", hook_name(h)}}, static_cast<double>(n));
 		}
 		for (unsigned i = 0; i < AL_ERR_SITE_MAX; i++)
@@ -135,8 +160,59 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 		add(latched, {{"sandbox", s}}, l.violated_ns ? 1 : 0);
 		add(learned, {{"sandbox", s}}, static_cast<double>(live));
 	}
-	return {decisions, violations, dns, answers, bytes, packets, dbytes,
-		lost, suppressed, helper, frozen, latched, learned, count, info};
+	return {decisions, violations, dns,     answers, bytes,  packets, dbytes, lost,
+		suppressed, helper,  frozen, latched, learned, count, info,   build};
+}
+
+// The process_* series every Prometheus client exports, from /proc/self.
+std::vector<MetricFamily> ProcessCollector::Collect() const
+{
+	std::vector<MetricFamily> out;
+	std::string stat = read_file("/proc/self/stat").value_or("");
+	// The fields after the command name, which is in parentheses and may
+	// hold anything: state is field 3, utime 14, stime 15, starttime 22,
+	// vsize 23, rss 24.
+	auto close = stat.rfind(')');
+	if (close == std::string::npos)
+		return out;
+	std::istringstream in(stat.substr(close + 2));
+	std::vector<std::string> f(1, "");  // f[3] is field 3
+	f.resize(3);
+	for (std::string v; in >> v;)
+		f.push_back(v);
+	if (f.size() < 25)
+		return out;
+	double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+	double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+	auto num = [&](size_t i) { return std::strtod(f[i].c_str(), nullptr); };
+	auto cpu = family("process_cpu_seconds_total", "User and system CPU time spent, in seconds", MetricType::Counter);
+	add(cpu, {}, (num(14) + num(15)) / tick);
+	auto rss = family("process_resident_memory_bytes", "Resident memory size, in bytes", MetricType::Gauge);
+	add(rss, {}, num(24) * page);
+	auto vsz = family("process_virtual_memory_bytes", "Virtual memory size, in bytes", MetricType::Gauge);
+	add(vsz, {}, num(23));
+	double boot = 0;
+	std::istringstream st(read_file("/proc/stat").value_or(""));
+	for (std::string key; st >> key;)
+		if (key == "btime") {
+			st >> boot;
+			break;
+		}
+	auto start = family("process_start_time_seconds", "Start time of the process since the Unix epoch, in seconds",
+			    MetricType::Gauge);
+	add(start, {}, boot + num(22) / tick);
+	size_t fds = 0;
+	std::error_code ec;
+	for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+	     !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+		fds++;
+	auto open = family("process_open_fds", "Open file descriptors", MetricType::Gauge);
+	add(open, {}, static_cast<double>(fds));
+	struct rlimit rl {};
+	auto max = family("process_max_fds", "Limit on open file descriptors", MetricType::Gauge);
+	if (::getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		add(max, {}, static_cast<double>(rl.rlim_cur));
+	return {cpu, rss, vsz, start, open, max};
 }
 
 Metrics::Metrics(const Paths& paths, const std::string& addr)
@@ -148,15 +224,52 @@ Metrics::Metrics(const Paths& paths, const std::string& addr)
 			     .Register(*registry_);
 	freeze_ = &hist.Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025,
 									  0.005, 0.01, 0.025, 0.1, 1});
-	auto& reloads = prometheus::BuildCounter()
-				.Name("airlock_policy_reloads_total")
-				.Help("Policy reloads by the daemon, by result")
-				.Register(*registry_);
-	reload_ok_ = &reloads.Add({{"result", "ok"}});
-	reload_error_ = &reloads.Add({{"result", "error"}});
-	exposer_ = std::make_unique<prometheus::Exposer>(addr);
-	exposer_->RegisterCollectable(registry_);
-	exposer_->RegisterCollectable(kernel_);
+	reloads_ = &prometheus::BuildCounter()
+			    .Name("airlock_policy_reloads_total")
+			    .Help("Policy reloads by the daemon, by sandbox and result")
+			    .Register(*registry_);
+	server_ = std::make_unique<MetricsServer>(addr, [this] { return render(); });
+}
+
+Metrics::~Metrics()
+{
+	server_.reset();  // no scrape runs past here
+}
+
+std::string Metrics::render() const
+{
+	std::vector<MetricFamily> all = registry_->Collect();
+	for (const auto* c : {static_cast<const prometheus::Collectable*>(kernel_.get()),
+			      static_cast<const prometheus::Collectable*>(&process_)}) {
+		auto more = c->Collect();
+		all.insert(all.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+	}
+	return prometheus::TextSerializer().Serialize(all);
+}
+
+void Metrics::track(const std::string& sandbox)
+{
+	if (tracked_.count(sandbox))
+		return;
+	tracked_[sandbox] = {&reloads_->Add({{"sandbox", sandbox}, {"result", "ok"}}),
+			     &reloads_->Add({{"sandbox", sandbox}, {"result", "error"}})};
+}
+
+void Metrics::untrack(const std::string& sandbox)
+{
+	auto it = tracked_.find(sandbox);
+	if (it == tracked_.end())
+		return;
+	reloads_->Remove(it->second.first);
+	reloads_->Remove(it->second.second);
+	tracked_.erase(it);
+}
+
+void Metrics::reload(const std::string& sandbox, bool ok)
+{
+	track(sandbox);
+	auto& [good, bad] = tracked_[sandbox];
+	(ok ? good : bad)->Increment();
 }
 
 }  // namespace airlock

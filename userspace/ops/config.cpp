@@ -121,7 +121,8 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
 				if (!s.contains("name"))
 					r.error(path, "missing key 'name'");
 				else if (!d.name.empty() && !valid_sandbox_name(d.name))
-					r.error(path + "/name", "not a sandbox name (1-63 of A-Z a-z 0-9 . _ -)");
+					r.error(path + "/name",
+						not_a_sandbox_name(d.name));
 				else if (!d.name.empty() && !names.insert(d.name).second)
 					r.error(path + "/name", fmt::format("sandbox '{}' is declared twice", d.name));
 				if (!s.contains("policy"))

@@ -1,6 +1,7 @@
 #include "ops/ops.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -34,12 +35,18 @@ SandboxRecord record_or_fail(const Paths& paths, const std::string& name)
 	return *r;
 }
 
+// The line that records an action already done: a log that cannot be
+// written is warned about, and the action stands (reported as done).
 void audit_to(const SandboxRecord& r, const json& j)
 {
 	if (r.audit_log.empty())
 		return;
-	AuditLog log(r.audit_log, r.audit_bound);
-	log.write(r.name, j);
+	try {
+		AuditLog log(r.audit_log, r.audit_bound);
+		log.write(r.name, j);
+	} catch (const std::exception& e) {
+		spdlog::warn("{}: the audit line '{}' was not written: {}", r.name, j.value("event", ""), e.what());
+	}
 }
 
 uint64_t suppressed_total(const al_counters& c)
@@ -273,6 +280,9 @@ Result<SandboxRecord> add(const Paths& paths, const NewSandbox& o, std::string* 
 	const Policy& policy = *loaded;
 	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
 	bool attach = !o.cgroup.empty() || o.pid > 0;
+	// Opened before anything is made: a log that cannot be written fails the
+	// request with nothing attached or created.
+	AuditLog audit(audit_path, o.audit_bound);
 	make_dirs(paths.state_dir);
 	SandboxRecord rec;
 	bool adopted = false;
@@ -281,15 +291,13 @@ Result<SandboxRecord> add(const Paths& paths, const NewSandbox& o, std::string* 
 		std::string cg = attach ? resolve_attach_target(paths, o.cgroup, o.pid) : "";
 		std::string name = !o.name.empty() ? o.name : default_name(cg);
 		if (!valid_sandbox_name(name))
-			fail("'{}' is not a sandbox name{} (1-63 of A-Z a-z 0-9 . _ -)", name,
-			     attach ? ": give one with --name" : "");
+			fail("{}{}", not_a_sandbox_name(name), attach ? ": give one with --name" : "");
 		kernel::Kernel k = kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty());
 		adopted = k.adopted();
 		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, o.runner_pid, cg, o.managed,
 				 o.audit_bound};
 		rec = create_sandbox(k, paths, co);
 	}
-	AuditLog audit(audit_path, rec.audit_bound);
 	if (attach) {
 		auto ev = cgroup::events(rec.cgroup);
 		audit.write(rec.name, json{{"event", "attached"}, {"cgroup", rec.cgroup}, {"cgroup_id", rec.cgroup_id},
@@ -326,6 +334,18 @@ std::string detach(const Paths& paths, const std::string& name)
 	destroy_sandbox(k, paths, r);
 	audit_to(r, {{"event", "detached"}, {"cgroup", r.cgroup}});
 	return fmt::format("{}: detached from {}; its processes run on, unenforced", name, r.cgroup);
+}
+
+void unmake(const Paths& paths, const SandboxRecord& made, const std::string& why)
+{
+	FileLock lock(paths.lock_file());
+	auto r = load_record(paths, made.name);
+	if (!r || r->cgroup_id != made.cgroup_id)
+		return;
+	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
+	destroy_sandbox(k, paths, *r);
+	audit_to(*r, {{"event", r->attached ? "detached" : "sandbox-deleted"}, {"cgroup", r->cgroup}, {"by", "airlock"},
+		      {"reason", why}});
 }
 
 std::string remove(const Paths& paths, const std::string& name)

@@ -51,5 +51,8 @@ std::vector<std::string> escape_warnings(const std::string& cgroup);
 
 // Enforces a policy on an existing cgroup, or makes a new one.
 Result<SandboxRecord> add(const Paths&, const NewSandbox&, std::string* message);
+// Takes back what add() made when a later step fails (detached again, or
+// removed), recording why in its audit log.
+void unmake(const Paths&, const SandboxRecord&, const std::string& why);
 
 }  // namespace airlock::ops

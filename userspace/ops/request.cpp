@@ -109,7 +109,7 @@ Request parse_object(const json& j)
 		if (key == "name") {
 			r.name = string_of(v, key);
 			if (!r.name.empty() && !valid_sandbox_name(r.name))
-				bad(key, "not a sandbox name (1-63 of A-Z a-z 0-9 . _ -)");
+				bad(key, not_a_sandbox_name(r.name));
 		} else if (key == "policy") {
 			r.policy = string_of(v, key);
 		} else if (key == "audit_log") {
@@ -131,7 +131,7 @@ Request parse_object(const json& j)
 		} else if (key == "sandbox") {
 			r.sandbox = string_of(v, key);
 			if (!r.sandbox.empty() && !valid_sandbox_name(r.sandbox))
-				bad(key, "not a sandbox name (1-63 of A-Z a-z 0-9 . _ -)");
+				bad(key, not_a_sandbox_name(r.sandbox));
 		} else if (key == "follow") {
 			r.follow = bool_of(v, key);
 		}

@@ -96,7 +96,7 @@ std::optional<Policy> load_policy_or_report(const std::string& file)
 SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const CreateOptions& o)
 {
 	if (!valid_sandbox_name(o.name))
-		fail("'{}' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)", o.name);
+		fail("{}", not_a_sandbox_name(o.name));
 	if (load_record(paths, o.name))
 		fail("a sandbox named '{}' exists already (airlock status)", o.name);
 	bool attached = !o.existing_cgroup.empty();

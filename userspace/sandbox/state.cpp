@@ -12,6 +12,7 @@
 
 #include "util/error.h"
 #include "util/files.h"
+#include "util/text.h"
 
 namespace airlock {
 
@@ -136,6 +137,11 @@ bool valid_sandbox_name(const std::string& name)
 {
 	static const std::regex re("[A-Za-z0-9][A-Za-z0-9._-]{0,62}");
 	return std::regex_match(name, re);
+}
+
+std::string not_a_sandbox_name(const std::string& name)
+{
+	return "'" + printable(name) + "' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)";
 }
 
 }  // namespace airlock

@@ -65,5 +65,8 @@ void remove_record(const Paths&, const std::string& name);
 uint64_t process_start_time(int pid);  // 0 if the process is gone
 bool runner_alive(const SandboxRecord&);
 bool valid_sandbox_name(const std::string& name);
+// "'NAME' is not a sandbox name (...)": the one message for a bad name,
+// the name shown escaped.
+std::string not_a_sandbox_name(const std::string& name);
 
 }  // namespace airlock

@@ -33,6 +33,7 @@ Supervisor::Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec,
 {
 	if (!rec_.audit_log.empty())
 		audit_ = AuditLog(rec_.audit_log, rec_.audit_bound);
+	adopt_quarantine();
 	ring_fd_ = k_.ring(rec_.slot);
 	rb_ = ring_fd_.valid() ? ring_buffer__new(ring_fd_.get(), ring_cb, this, nullptr) : nullptr;
 	if (!rb_)
@@ -56,6 +57,31 @@ Supervisor::Supervisor(kernel::Kernel& k, const Paths& paths, SandboxRecord rec,
 	al_counters c = k_.counters(rec_.slot);
 	suppressed_seen_.assign(&c.suppressed[0][0], &c.suppressed[0][0] + size_t{AL_HOOK_MAX} * size_t{AL_REASON_MAX});
 	last_summary_ = monotonic_ns();
+}
+
+// A sandbox quarantined before this supervisor took over (a restarted
+// daemon, a runner gone) and already frozen, or emptied by a kill on
+// violation, is taken as it is: no second freeze, no `frozen` line and no
+// latency sample for a violation another supervisor already reported. A
+// latched sandbox that is not frozen yet is quarantined by the first poll,
+// with its real latency.
+void Supervisor::adopt_quarantine()
+{
+	if (!k_.latch(rec_.slot).violated_ns)
+		return;
+	auto sb = k_.sandbox(rec_.cgroup_id);
+	uint8_t action = sb ? sb->on_violation : uint8_t(AL_ON_VIOLATION_FREEZE);
+	auto ev = cgroup::events(rec_.cgroup);
+	if (action == AL_ON_VIOLATION_KILL && cgroup::settled_empty(ev)) {
+		action_ = action;
+		state_ = State::Killed;
+		killed_on_violation_ = true;
+		spdlog::info("{}: killed on its violation before; adopted as it is", rec_.name);
+	} else if (action != AL_ON_VIOLATION_KILL && cgroup::settled_frozen(ev)) {
+		action_ = action;
+		state_ = State::Frozen;
+		spdlog::info("{}: frozen on its violation before; adopted frozen", rec_.name);
+	}
 }
 
 Supervisor::~Supervisor()

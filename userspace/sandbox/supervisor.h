@@ -61,6 +61,7 @@ private:
 	// records the outcome: frozen (or emptied) once cgroup.events says so,
 	// failed if it has not within kConfirmNs.
 	void start_quarantine();
+	void adopt_quarantine();
 	void check_latch();
 	void finish_quarantine(bool done, uint64_t violated_ns);
 	void check_thawed();
