@@ -93,10 +93,17 @@ protected:
 		return spec(name, policy, env().py("wait_file.py", {go, "30"}));
 	}
 
+	// Its command runs: the sandbox is whole (its record is written before
+	// its maps are made, so that a failure half-way is cleaned up).
 	bool started(const std::string& name, Proc& runner)
 	{
-		return wait_until([&] { return env().status_of(name).has_value() || !runner.running(); }, 10s) &&
-		       runner.running();
+		auto running = [&] {
+			for (const auto& j : events(env().audit(), "sandbox-start"))
+				if (j.value("sandbox", "") == name)
+					return true;
+			return false;
+		};
+		return wait_until([&] { return running() || !runner.running(); }, 10s) && runner.running();
 	}
 };
 
