@@ -3,7 +3,7 @@
 set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config clang clang-14 clang-tidy libclang-rt-14-dev llvm bpftool libbpf-dev libelf-dev zlib1g-dev
-  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev prometheus-cpp-dev libboost1.81-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev prometheus-cpp-dev libboost1.81-dev libsystemd-dev help2man bash-completion
   liburing-dev libseccomp-dev iproute2 util-linux procps python3 curl
   bind9-dnsutils dnsmasq-base iodine dns2tcp prometheus
   qemu-system-x86 busybox-static cpio

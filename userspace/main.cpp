@@ -274,6 +274,11 @@ int main(int argc, char** argv)
 	auto* eventsc = app.add_subcommand("events", "Audit lines of the sandboxes the daemon supervises");
 	eventsc->add_option("--sandbox", events_sandbox, "Only this sandbox")->check(kSandboxName);
 	eventsc->add_flag("--follow,-f", events_follow, "Keep printing new lines");
+	bool uninstall_force = false;
+	auto* uninstall = app.add_subcommand(
+		"uninstall", "Remove every sandbox, the pins, the cgroup parent and the state directory (no daemon may run)");
+	uninstall->add_flag("--force", uninstall_force,
+			    "Also when sandboxes have processes: airlock's own are killed, attached cgroups detached");
 	auto* reload = app.add_subcommand("reload", "Swap a running sandbox's policy atomically");
 	reload->add_option("name", name, "Sandbox")->required()->check(kSandboxName);
 	reload->add_option("file", file, "New policy file")->required();
@@ -333,6 +338,8 @@ int main(int argc, char** argv)
 			return ops::exec(paths, exec_name, exec_opts);
 		if (daemon->parsed())
 			return run_daemon(paths, daemon_opts);
+		if (uninstall->parsed())
+			return cmd_uninstall(paths, uninstall_force);
 		if (eventsc->parsed())
 			return cmd_events(paths, events_sandbox, events_follow);
 	} catch (const std::exception& e) {

@@ -3,7 +3,10 @@
 // is; `airlock events` carries every line the audit log has for the daemon's
 // sandboxes; removing a sandbox the configuration declares says that it
 // comes back; the daemon's log lines carry their time, or are JSON.
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 
 #include <regex>
@@ -11,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "daemon_fixture.h"
+#include "util/fd.h"
 
 namespace it {
 namespace {
@@ -209,6 +213,124 @@ TEST_F(Operator, DaemonLogLinesCarryTheirTimeOrAreJson)
 		EXPECT_FALSE(o.value("msg", "").empty()) << l;
 	}
 	EXPECT_GE(n, 2u) << j.describe();
+}
+
+// `airlock uninstall` removes everything airlock made: refused while a
+// daemon runs, and while sandboxes have processes unless --force; with it,
+// airlock's own sandbox is killed, the attached cgroup detached (its process
+// runs on), and the pins and the state directory are gone; the cgroup parent
+// goes once nothing else is in it.
+TEST_F(Operator, UninstallRemovesEverythingAirlockMade)
+{
+	std::string run_name = "r" + env().id, att = "a" + env().id;
+	RunSpec spec;
+	spec.policy = env().write_policy("p.json", base_policy("it-op-uninstall"));
+	spec.name = run_name;
+	spec.cmd = env().py("wait_file.py", {env().path("never"), "60"});
+	Proc& runner = env().start_run(spec);
+	ASSERT_TRUE(wait_until([&] { return env().status_of(run_name).has_value(); }, 10s)) << runner.describe();
+	std::string cg = make_cgroup("uninst");
+	Proc& outside = env().start(inside(cg, env().py("wait_file.py", {env().path("never"), "60"})), "attached");
+	ASSERT_TRUE(wait_until([&] { return cgroup_events(cg).value_or(std::map<std::string, std::string>{})["populated"] == "1"; }, 10s));
+	Result a = env().airlock({"attach", "--cgroup", cg, "--policy", spec.policy, "--name", att});
+	ASSERT_EQ(a.status, 0) << a.describe();
+
+	Proc& daemon = start_daemon();
+	Result with_daemon = env().airlock({"uninstall"});
+	EXPECT_EQ(with_daemon.status, 1) << with_daemon.describe();
+	EXPECT_NE(with_daemon.err.find("airlock uninstall: a daemon runs for " + env().state_dir), std::string::npos)
+		<< with_daemon.describe();
+	daemon.signal(SIGTERM);
+	ASSERT_TRUE(daemon.wait(10s)) << daemon.describe();
+
+	Result refused = env().airlock({"uninstall"});
+	EXPECT_EQ(refused.status, 1) << refused.describe();
+	EXPECT_NE(refused.err.find(fmt::format("sandbox '{}' runs under airlock run (pid {})", run_name, runner.pid())),
+		  std::string::npos)
+		<< refused.describe();
+	EXPECT_NE(refused.err.find(fmt::format("sandbox '{}' has processes in {}", att, cg)), std::string::npos)
+		<< refused.describe();
+	EXPECT_TRUE(env().status_of(run_name));
+	EXPECT_TRUE(env().status_of(att));
+
+	Result forced = env().airlock({"uninstall", "--force"});
+	EXPECT_EQ(forced.status, 0) << forced.describe();
+	EXPECT_NE(forced.out.find(att + ": detached from " + cg), std::string::npos) << forced.describe();
+	EXPECT_NE(forced.out.find(run_name + ": killed and removed "), std::string::npos) << forced.describe();
+	EXPECT_NE(forced.out.find("removed the pins in " + env().bpf_dir), std::string::npos) << forced.describe();
+	EXPECT_NE(forced.out.find("removed the state directory " + env().state_dir), std::string::npos)
+		<< forced.describe();
+	std::string parent = cgroup2_mount() + "/" + env().cgroup_parent;
+	EXPECT_NE(forced.out.find("left the cgroup " + parent), std::string::npos) << forced.describe();
+	EXPECT_TRUE(runner.wait(10s)) << runner.describe();
+	EXPECT_TRUE(outside.running()) << "a detached cgroup's processes run on";
+	EXPECT_FALSE(exists(env().bpf_dir));
+	EXPECT_FALSE(exists(env().state_dir));
+
+	outside.signal(SIGKILL);
+	ASSERT_TRUE(outside.wait(10s));
+	ASSERT_TRUE(wait_until([&] { return ::rmdir(cg.c_str()) == 0; }, 5s)) << errno_name(errno);
+	Result rest = env().airlock({"uninstall"});
+	EXPECT_EQ(rest.status, 0) << rest.describe();
+	EXPECT_EQ(rest.out, "removed the cgroup " + parent + "\n") << rest.describe();
+	Result none = env().airlock({"uninstall"});
+	EXPECT_EQ(none.out, "nothing of airlock's is on this node\n") << none.describe();
+}
+
+// systemd's readiness: READY=1 only once every declared sandbox is made or
+// attached and supervised (an agent's unit ordered after airlock starts
+// enforced); until then the status says what is missing and why. A cgroup to
+// attach that does not exist yet does not hold it back (what makes it starts
+// after the daemon). SIGHUP reloads, SIGTERM stops.
+TEST_F(Operator, ReadinessWaitsForTheDeclaredSandboxes)
+{
+	std::string sock_path = env().path("notify.sock");
+	airlock::Fd sock(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+	struct sockaddr_un sa = {};
+	sa.sun_family = AF_UNIX;
+	sock_path.copy(sa.sun_path, sizeof(sa.sun_path) - 1);
+	ASSERT_EQ(::bind(sock.get(), reinterpret_cast<struct sockaddr*>(&sa), sizeof(sa)), 0) << errno_name(errno);
+	// The next datagram, or "" after the timeout.
+	auto next = [&](Ms timeout) {
+		struct pollfd p = {sock.get(), POLLIN, 0};
+		if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1)
+			return std::string();
+		char buf[4096];
+		ssize_t n = ::recv(sock.get(), buf, sizeof(buf), 0);
+		return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+	};
+	std::string name = "n" + env().id;
+	std::string later = "l" + env().id;
+	std::string cg = cgroup2_mount() + "/" + env().cgroup_parent + "/later";
+	std::string policy = env().path("p.json");  // written below
+	json cfg = {{"metrics", "off"},
+		    {"audit_log", env().audit_path()},
+		    {"sandboxes", {{{"name", name}, {"policy", policy}}, {{"name", later}, {"policy", policy}, {"cgroup", cg}}}}};
+	std::vector<std::string> argv = {"env", "NOTIFY_SOCKET=" + sock_path};
+	for (const auto& a : env().airlock_argv({"daemon", "--config", env().write_text("airlock.json", cfg.dump())}))
+		argv.push_back(a);
+	Proc& d = env().start(argv, "daemon");
+	std::string first = next(10s);
+	EXPECT_EQ(first.rfind("STATUS=waiting for declared sandboxes: " + name + ": " + policy, 0), 0u)
+		<< first << d.describe();
+	// Nothing more while the policy is missing (the status is sent when it changes).
+	EXPECT_EQ(next(2s), "");
+	env().write_policy("p.json", base_policy("it-op-ready"));
+	std::string ready;
+	ASSERT_TRUE(wait_until([&] { return (ready = next(1s)).find("READY=1") != std::string::npos; }, 10s))
+		<< d.describe();
+	EXPECT_EQ(ready, "READY=1\nSTATUS=enforcing 1 sandboxes");
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_TRUE(st->value("supervised_by_daemon", false)) << st->dump();
+	EXPECT_FALSE(env().status_of(later));
+
+	d.signal(SIGHUP);
+	EXPECT_EQ(next(5s), "RELOADING=1");
+	EXPECT_EQ(next(5s), "READY=1");
+	d.signal(SIGTERM);
+	EXPECT_EQ(next(5s), "STOPPING=1");
+	EXPECT_TRUE(d.wait(10s)) << d.describe();
 }
 
 }  // namespace

@@ -44,6 +44,7 @@ int cmd_sandbox_delete(const Paths&, const std::string& name);
 // The audit lines of the sandboxes the daemon supervises: the last ones it
 // saw, then (follow) every new one until interrupted.
 int cmd_events(const Paths&, const std::string& sandbox, bool follow);
+int cmd_uninstall(const Paths&, bool force);
 // A policy argument as the daemon must see it: an existing file by its
 // absolute path; anything else unchanged (a name in the daemon's policy dir).
 std::string policy_argument(const std::string& arg);

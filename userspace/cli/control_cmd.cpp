@@ -164,6 +164,19 @@ int cmd_sandbox_delete(const Paths& paths, const std::string& name)
 	return via_daemon(paths, about(Request::Cmd::Delete, name), [&] { return ops::remove(paths, name); });
 }
 
+int cmd_uninstall(const Paths& paths, bool force)
+{
+	auto done = ops::uninstall(paths, force);
+	if (!done) {
+		for (const auto& l : done.rejection().lines)
+			fmt::print(stderr, "{}\n", l);
+		return kExitFailure;
+	}
+	for (const auto& l : *done)
+		fmt::print("{}\n", l);
+	return kExitOk;
+}
+
 int cmd_events(const Paths& paths, const std::string& sandbox, bool follow)
 {
 	Fd s = daemon_connect(paths);

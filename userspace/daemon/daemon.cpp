@@ -20,7 +20,9 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <systemd/sd-daemon.h>
 #include <spdlog/spdlog.h>
 
 #include "daemon/control_server.h"
@@ -421,6 +423,42 @@ struct Daemon {
 		}
 	}
 
+	// systemd's readiness (Type=notify): sent once every sandbox the
+	// configuration declares is made or attached and supervised, so that a
+	// unit ordered after airlock starts under enforcement. Until then the
+	// status names what is missing and why.
+	bool ready = false;
+	std::string last_status;
+	void notify_when_enforcing()
+	{
+		if (ready)
+			return;
+		std::vector<std::string> missing;
+		for (const auto& d : declared) {
+			if (sups.count(d.name))
+				continue;
+			// A cgroup to attach that does not exist yet is made by what
+			// starts after the daemon (a unit, a container): it is attached
+			// when it appears, and does not hold readiness back.
+			std::error_code ec;
+			std::string cg = d.cgroup.empty() || d.cgroup.front() == '/' ? d.cgroup : cgroup::path_of(d.cgroup);
+			if (!cg.empty() && !std::filesystem::exists(cg + "/cgroup.procs", ec))
+				continue;
+			missing.push_back(d.name + (declared_errors.count(d.name) ? ": " + declared_errors[d.name] : ""));
+		}
+		if (!missing.empty()) {
+			std::string status = fmt::format("STATUS=waiting for declared sandboxes: {}", fmt::join(missing, "; "));
+			if (status != last_status)
+				::sd_notify(0, status.c_str());
+			last_status = status;
+			return;
+		}
+		ready = true;
+		::sd_notifyf(0, "READY=1\nSTATUS=enforcing %zu sandboxes", sups.size());
+		spdlog::info("airlock daemon: enforcing {} sandboxes{}", sups.size(),
+			     declared.empty() ? "" : fmt::format(", the {} declared ones included", declared.size()));
+	}
+
 	// Takes up sandboxes that nobody runs, lets go of those that are gone.
 	void rescan()
 	{
@@ -537,6 +575,7 @@ DaemonConfig configure(const DaemonOptions& o)
 // (after logrotate) and every policy file read again.
 void reread(Daemon& d, const DaemonOptions& o)
 {
+	::sd_notify(0, "RELOADING=1");
 	if (!o.config.empty()) {
 		auto loaded = load_daemon_config(o.config);
 		if (loaded) {
@@ -552,6 +591,7 @@ void reread(Daemon& d, const DaemonOptions& o)
 		sup->reload_from_file("SIGHUP to the daemon");
 	}
 	d.ensure_declared();
+	::sd_notify(0, "READY=1");
 }
 
 }  // namespace
@@ -628,9 +668,11 @@ int run_daemon(const Paths& paths, const DaemonOptions& o)
 	}
 	d.rescan();
 	d.ensure_declared();
+	d.notify_when_enforcing();
 	d.loop.every(1000000000ull, [&] {
 		d.rescan();
 		d.ensure_declared();
+		d.notify_when_enforcing();
 	});
 	// Every sandbox at least every 200 ms: a latch set while its ring was
 	// full, a thaw, learned addresses to sweep.
@@ -642,6 +684,7 @@ int run_daemon(const Paths& paths, const DaemonOptions& o)
 	});
 	while (!exit_status)
 		d.loop.run_once();
+	::sd_notify(0, "STOPPING=1");
 	::unlink(sock_path.c_str());
 	return *exit_status;
 }

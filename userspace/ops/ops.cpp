@@ -10,8 +10,10 @@
 #include <sstream>
 #include <cstring>
 #include <linux/capability.h>
+#include <unistd.h>
 
 #include "events/audit.h"
+#include "ops/control.h"
 #include "util/mountinfo.h"
 #include "kernel/kernel.h"
 #include "sandbox/cgroup.h"
@@ -346,6 +348,67 @@ void unmake(const Paths& paths, const SandboxRecord& made, const std::string& wh
 	destroy_sandbox(k, paths, *r);
 	audit_to(*r, {{"event", r->attached ? "detached" : "sandbox-deleted"}, {"cgroup", r->cgroup}, {"by", "airlock"},
 		      {"reason", why}});
+}
+
+Result<std::vector<std::string>> uninstall(const Paths& paths, bool force)
+{
+	if (daemon_connect(paths).valid())
+		return Rejection{{fmt::format("airlock uninstall: a daemon runs for {} (its control socket answers): stop it "
+					      "first (systemctl stop airlock), or it would make its sandboxes again",
+					      paths.state_dir)}};
+	std::vector<std::string> done;
+	std::error_code ec;
+	if (std::filesystem::is_directory(paths.state_dir, ec)) {
+		FileLock lock(paths.lock_file());
+		auto records = load_records(paths);
+		std::vector<std::string> busy;
+		for (const auto& r : records) {
+			auto ev = cgroup::events(r.cgroup);
+			if (runner_alive(r) && !r.managed)
+				busy.push_back(fmt::format("sandbox '{}' runs under airlock run (pid {})", r.name, r.runner_pid));
+			else if (ev && ev->populated)
+				busy.push_back(fmt::format("sandbox '{}' has processes in {}", r.name, r.cgroup));
+		}
+		if (!busy.empty() && !force) {
+			busy.push_back("airlock uninstall: refused while sandboxes run; end them (airlock kill, airlock detach) "
+				       "or give --force (airlock's own sandboxes are killed, attached cgroups detached)");
+			return Rejection{busy};
+		}
+		if (!records.empty()) {
+			kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
+			for (const auto& r : records) {
+				destroy_sandbox(k, paths, r);
+				audit_to(r, {{"event", r.attached ? "detached" : "sandbox-deleted"},
+					     {"cgroup", r.cgroup},
+					     {"by", "uninstall"}});
+				done.push_back(fmt::format("{}: {}", r.name, r.attached ? "detached from " + r.cgroup
+											: "killed and removed " + r.cgroup));
+			}
+		}
+	}
+	if (std::filesystem::exists(paths.bpf_dir, ec)) {
+		std::filesystem::remove_all(paths.bpf_dir, ec);
+		if (ec)
+			fail("remove the pins in {}: {}", paths.bpf_dir, ec.message());
+		done.push_back("removed the pins in " + paths.bpf_dir);
+	}
+	std::string parent = cgroup::path_of(paths.cgroup_parent);
+	if (std::filesystem::is_directory(parent, ec)) {
+		if (::rmdir(parent.c_str()) == 0)
+			done.push_back("removed the cgroup " + parent);
+		else
+			done.push_back(fmt::format("left the cgroup {}: {} (cgroups airlock did not make are in it)", parent,
+						   std::strerror(errno)));
+	}
+	if (std::filesystem::exists(paths.state_dir, ec)) {
+		std::filesystem::remove_all(paths.state_dir, ec);
+		if (ec)
+			fail("remove {}: {}", paths.state_dir, ec.message());
+		done.push_back("removed the state directory " + paths.state_dir);
+	}
+	if (done.empty())
+		done.push_back("nothing of airlock's is on this node");
+	return done;
 }
 
 std::string remove(const Paths& paths, const std::string& name)

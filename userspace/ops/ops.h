@@ -51,6 +51,12 @@ std::vector<std::string> escape_warnings(const std::string& cgroup);
 
 // Enforces a policy on an existing cgroup, or makes a new one.
 Result<SandboxRecord> add(const Paths&, const NewSandbox&, std::string* message);
+// Removes everything airlock made on this node: every sandbox (airlock's
+// own cgroups killed and removed, attached ones detached), the pins, the
+// cgroup parent and the state directory. Refused while a daemon runs, and
+// while a sandbox has processes unless force. The lines say what was done.
+Result<std::vector<std::string>> uninstall(const Paths&, bool force);
+
 // Takes back what add() made when a later step fails (detached again, or
 // removed), recording why in its audit log.
 void unmake(const Paths&, const SandboxRecord&, const std::string& why);
