@@ -370,7 +370,7 @@ Result<std::vector<std::string>> uninstall(const Paths& paths, bool force)
 				busy.push_back(fmt::format("sandbox '{}' has processes in {}", r.name, r.cgroup));
 		}
 		if (!busy.empty() && !force) {
-			busy.push_back("airlock uninstall: refused while sandboxes run; end them (airlock kill, airlock detach) "
+			busy.emplace_back("airlock uninstall: refused while sandboxes run; end them (airlock kill, airlock detach) "
 				       "or give --force (airlock's own sandboxes are killed, attached cgroups detached)");
 			return Rejection{busy};
 		}
@@ -407,7 +407,7 @@ Result<std::vector<std::string>> uninstall(const Paths& paths, bool force)
 		done.push_back("removed the state directory " + paths.state_dir);
 	}
 	if (done.empty())
-		done.push_back("nothing of airlock's is on this node");
+		done.emplace_back("nothing of airlock's is on this node");
 	return done;
 }
 
