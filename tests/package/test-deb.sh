@@ -22,7 +22,12 @@ cleanup() {
   if dpkg-query -W -f='${Status}' airlock 2>/dev/null | grep -q installed; then
     AIRLOCK_UNINSTALL_FORCE=1 dpkg -P airlock >/dev/null 2>&1 || true
   fi
-  rmdir "$cg" 2>/dev/null || true
+  # The cgroup empties once the killed process is reaped.
+  for _ in $(seq 50); do
+    [[ -d $cg ]] || break
+    rmdir "$cg" 2>/dev/null && break
+    sleep 0.1
+  done
   rm -rf /sys/fs/bpf/airlock /run/airlock
 }
 trap cleanup EXIT
