@@ -53,3 +53,5 @@ set -e
 run_pid=""
 echo "== airlock run exited with $status (121: killed by airlock kill)"
 [[ $status -eq 121 ]]
+echo "== airlock uninstall (the pins, the cgroup parent and the state this demo left)"
+"$AIRLOCK" uninstall || echo "(left in place: airlock is in use on this machine)"

@@ -4,15 +4,17 @@
 # bash completion working; removal refused while an attached sandbox has
 # processes, done with AIRLOCK_UNINSTALL_FORCE=1 (the process runs on,
 # detached), every pin and state file gone, the configuration kept until
-# purge. Uses airlock's default paths: refuses to run where airlock is
-# installed or its default pins or state exist.
+# purge. Uses airlock's default paths: refuses to run where the package is
+# installed or airlock is in use under them (sandbox records, a daemon).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 fail() { echo "FAIL: $*" >&2; exit 1; }
 if dpkg-query -W -f='${Status}' airlock 2>/dev/null | grep -q installed; then
   fail "the airlock package is installed here already; this test installs and removes it"
 fi
-[[ ! -e /sys/fs/bpf/airlock && ! -e /run/airlock ]] || fail "airlock's default pins or state exist here"
+if compgen -G '/run/airlock/sandboxes/*' >/dev/null || [[ -S /run/airlock/control.sock ]]; then
+  fail "airlock is in use here under its default paths (sandboxes or a daemon's socket in /run/airlock)"
+fi
 
 cg_root=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 cg=$cg_root/airlock-pkg-test-$$
