@@ -715,5 +715,36 @@ TEST_F(Attach, APolicyDirectoryFileChangeReloadsEverySandboxUsingIt)
 	EXPECT_TRUE(daemon.running()) << daemon.describe();
 }
 
+// A container's runtime removes its cgroup when it ends: the daemon lets go
+// of the sandbox (slot, pins, record) and says why. A cgroup made again at
+// the same path is another cgroup, not the one that was attached.
+TEST_F(Attach, ACgroupRemovedIsLetGoEvenWhenMadeAgainAtItsPath)
+{
+	Proc& daemon = start_daemon({"--audit-log", env().audit_path()});
+	std::string policy = env().write_policy("policy.json", base_policy("it-gone"));
+	for (const char* leaf : {"gone", "again"}) {
+		std::string cg = make_cgroup(leaf);
+		std::string name = std::string(leaf) + env().id;
+		Result a = env().airlock({"attach", "--cgroup", cg, "--policy", policy, "--name", name});
+		ASSERT_EQ(a.status, 0) << a.describe();
+		ASSERT_TRUE(env().status_of(name));
+		ASSERT_EQ(::rmdir(cg.c_str()), 0) << errno_name(errno);
+		if (std::string(leaf) == "again")
+			ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0) << errno_name(errno);
+		ASSERT_TRUE(wait_until([&] { return !env().status_of(name); }, 5s)) << daemon.describe();
+		bool said = false;
+		for (const auto& j : events(env().audit(), "detached"))
+			said |= j.value("sandbox", "") == name && j.value("reason", "") == "its cgroup was removed" &&
+				j.value("by", "") == "airlock";
+		EXPECT_TRUE(said) << dump_lines(env().audit());
+		EXPECT_FALSE(exists(env().bpf_dir + "/links/" + name)) << "its links stay pinned";
+		// Its name is free again: the new cgroup can be attached under it.
+		if (std::string(leaf) == "again") {
+			a = env().airlock({"attach", "--cgroup", cg, "--policy", policy, "--name", name});
+			EXPECT_EQ(a.status, 0) << a.describe();
+		}
+	}
+}
+
 }  // namespace
 }  // namespace it

@@ -30,6 +30,10 @@ struct AttachOptions {
 	bool log_allowed = false;
 };
 
+struct OciHookOptions {
+	std::string default_policy;  // for containers without the io.airlock.policy annotation; "" none
+};
+
 int cmd_policy_check(const std::vector<std::string>& files);
 int cmd_policy_show(const std::string& file);
 int cmd_policy_suggest(const std::string& audit_log, const SuggestOptions& o);
@@ -45,6 +49,8 @@ int cmd_sandbox_delete(const Paths&, const std::string& name);
 // saw, then (follow) every new one until interrupted.
 int cmd_events(const Paths&, const std::string& sandbox, bool follow);
 int cmd_uninstall(const Paths&, bool force);
+// The container runtime's hook: the container's state on standard input.
+int cmd_oci_hook(const Paths&, const OciHookOptions&);
 // A policy argument as the daemon must see it: an existing file by its
 // absolute path; anything else unchanged (a name in the daemon's policy dir).
 std::string policy_argument(const std::string& arg);

@@ -459,9 +459,32 @@ struct Daemon {
 			     declared.empty() ? "" : fmt::format(", the {} declared ones included", declared.size()));
 	}
 
+	// Attached sandboxes whose cgroup is gone (a container ended and its
+	// runtime removed the cgroup): what their rings still hold is read,
+	// then they are let go, so that ended containers leave no slot taken.
+	void release_removed()
+	{
+		for (const auto& r : load_records(paths)) {
+			if (!ops::cgroup_removed(r))
+				continue;
+			drop(r.name);
+			try {
+				if (ops::release_if_removed(paths, r.name))
+					spdlog::info("{}: its cgroup {} was removed; let go", r.name, r.cgroup);
+			} catch (const std::exception& e) {
+				std::string& last = supervise_errors[r.name];
+				if (last != e.what())
+					spdlog::warn("{}: its cgroup {} was removed, but it cannot be let go: {}", r.name,
+						     r.cgroup, e.what());
+				last = e.what();
+			}
+		}
+	}
+
 	// Takes up sandboxes that nobody runs, lets go of those that are gone.
 	void rescan()
 	{
+		release_removed();
 		auto records = load_records(paths);
 		std::map<std::string, const SandboxRecord*> by_name;
 		for (const auto& r : records)

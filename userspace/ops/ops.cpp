@@ -10,6 +10,8 @@
 #include <sstream>
 #include <cstring>
 #include <linux/capability.h>
+#include <sys/stat.h>
+#include <cerrno>
 #include <unistd.h>
 
 #include "events/audit.h"
@@ -336,6 +338,29 @@ std::string detach(const Paths& paths, const std::string& name)
 	destroy_sandbox(k, paths, r);
 	audit_to(r, {{"event", "detached"}, {"cgroup", r.cgroup}});
 	return fmt::format("{}: detached from {}; its processes run on, unenforced", name, r.cgroup);
+}
+
+bool cgroup_removed(const SandboxRecord& r)
+{
+	if (!r.attached || !r.cgroup_id)
+		return false;
+	struct stat st;
+	if (::stat(r.cgroup.c_str(), &st) != 0)
+		return errno == ENOENT;
+	return static_cast<uint64_t>(st.st_ino) != r.cgroup_id;
+}
+
+bool release_if_removed(const Paths& paths, const std::string& name)
+{
+	FileLock lock(paths.lock_file());
+	auto r = load_record(paths, name);
+	if (!r || !cgroup_removed(*r))
+		return false;
+	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
+	destroy_sandbox(k, paths, *r);
+	audit_to(*r, {{"event", "detached"}, {"cgroup", r->cgroup}, {"cgroup_id", r->cgroup_id}, {"by", "airlock"},
+		      {"reason", "its cgroup was removed"}});
+	return true;
 }
 
 void unmake(const Paths& paths, const SandboxRecord& made, const std::string& why)

@@ -57,6 +57,14 @@ Result<SandboxRecord> add(const Paths&, const NewSandbox&, std::string* message)
 // while a sandbox has processes unless force. The lines say what was done.
 Result<std::vector<std::string>> uninstall(const Paths&, bool force);
 
+// An attached sandbox whose cgroup is gone (a container that ended: its
+// runtime removed the cgroup) is let go: its kernel entries, pins and record
+// removed, a "detached" line with the reason written. Returns whether it was.
+// A cgroup made again at the same path is another cgroup (another id): the
+// old sandbox is let go as well.
+bool release_if_removed(const Paths&, const std::string& name);
+bool cgroup_removed(const SandboxRecord&);
+
 // Takes back what add() made when a later step fails (detached again, or
 // removed), recording why in its audit log.
 void unmake(const Paths&, const SandboxRecord&, const std::string& why);
