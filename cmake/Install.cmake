@@ -21,10 +21,15 @@ set(AIRLOCK_BINDIR ${CMAKE_INSTALL_FULL_BINDIR})
 set(AIRLOCK_SYSCONFDIR ${CMAKE_INSTALL_FULL_SYSCONFDIR})
 set(AIRLOCK_DOCDIR ${CMAKE_INSTALL_FULL_DOCDIR})
 configure_file(${CMAKE_SOURCE_DIR}/deploy/systemd/airlock.service.in ${CMAKE_BINARY_DIR}/airlock.service @ONLY)
+configure_file(${CMAKE_SOURCE_DIR}/deploy/oci/airlock-hook.json.in ${CMAKE_BINARY_DIR}/airlock-hook.json @ONLY)
 
 install(TARGETS airlock RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${CMAKE_BINARY_DIR}/airlock.service DESTINATION lib/systemd/system)
 install(FILES ${CMAKE_BINARY_DIR}/airlock.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+# The OCI hook, where podman and CRI-O look for hooks (and containerd's NRI
+# hook injector): it runs for containers annotated io.airlock.policy only.
+install(FILES ${CMAKE_BINARY_DIR}/airlock-hook.json DESTINATION ${CMAKE_INSTALL_DATADIR}/containers/oci/hooks.d
+  RENAME airlock.json)
 install(FILES deploy/bash-completion/airlock DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 install(FILES deploy/airlock/airlock.default.json DESTINATION ${AIRLOCK_SYSCONFDIR}/airlock RENAME airlock.json)
 install(FILES policies/default.json DESTINATION ${AIRLOCK_SYSCONFDIR}/airlock/policies)
@@ -33,6 +38,7 @@ install(FILES deploy/airlock/airlock.json DESTINATION ${CMAKE_INSTALL_DOCDIR}/ex
 install(DIRECTORY dashboards/ DESTINATION ${CMAKE_INSTALL_DATADIR}/airlock/dashboards)
 install(DIRECTORY deploy/prometheus/ DESTINATION ${CMAKE_INSTALL_DATADIR}/airlock/prometheus)
 install(DIRECTORY deploy/alertmanager/ DESTINATION ${CMAKE_INSTALL_DATADIR}/airlock/alertmanager)
+install(DIRECTORY deploy/kubernetes/ DESTINATION ${CMAKE_INSTALL_DATADIR}/airlock/kubernetes)
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} FILES_MATCHING PATTERN "*.md")
 

@@ -1,20 +1,36 @@
 #!/usr/bin/env bash
-# Installs what airlock needs to build and test, from Debian 12's packages.
+# Installs what airlock needs from Debian 12's packages, the missing ones only.
+#   scripts/deps.sh run    to build airlock and run it (the quick start)
+#   scripts/deps.sh        that, and what the tests need (test tools, servers,
+#                          podman, qemu, the sanitizers' runtime)
 set -euo pipefail
-PACKAGES=(
-  build-essential cmake pkg-config clang clang-14 clang-tidy libclang-rt-14-dev llvm bpftool libbpf-dev libelf-dev zlib1g-dev
-  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev prometheus-cpp-dev libboost1.81-dev libsystemd-dev help2man bash-completion
-  liburing-dev libseccomp-dev iproute2 util-linux procps python3 curl
-  bind9-dnsutils dnsmasq-base iodine dns2tcp prometheus
+RUN_PACKAGES=(
+  build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev prometheus-cpp-dev libboost1.81-dev libsystemd-dev
+  libseccomp-dev help2man iproute2 util-linux procps python3 curl
+)
+TEST_PACKAGES=(
+  clang-14 clang-tidy libclang-rt-14-dev libgtest-dev libgmock-dev liburing-dev bash-completion
+  bind9-dnsutils dnsmasq-base iodine dns2tcp prometheus podman runc yamllint
   qemu-system-x86 busybox-static cpio
 )
+case "${1:-all}" in
+  run) packages=("${RUN_PACKAGES[@]}") ;;
+  all) packages=("${RUN_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "scripts/deps.sh: '$1' is not a set of packages (run, or nothing for all)" >&2; exit 1 ;;
+esac
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  echo "installing: ${missing[*]}"
+  echo "installing ${#missing[@]} Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # One line per package as it is set up: progress, not two silent minutes.
+  apt-get install -y -q --no-install-recommends "${missing[@]}" | grep --line-buffered -E '^Setting up ' || true
+  for p in "${missing[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+      { echo "scripts/deps.sh: $p did not install" >&2; exit 1; }
+  done
 fi

@@ -3,8 +3,9 @@
 # AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer into
 # build-san/, and a short run of every fuzz target (docs/testing.md). The
 # BPF object is built as in build/. Not here: the qemu vmtest, the alerting
-# rules, clang-tidy and the Debian package (labels vm, rules, static and
-# package), which test no code of ours that the sanitizers instrument.
+# rules, clang-tidy, the Debian package and the deployment files (labels vm,
+# rules, static, package and deploy), which test no code of ours that the
+# sanitizers instrument.
 #
 # Every sanitized process, the agent and what it forks included, writes its
 # report to build-san/sanitizer-reports/ as well as exiting non-zero: a
@@ -31,7 +32,7 @@ export LSAN_OPTIONS="${LSAN_OPTIONS:-}"
 
 cd build-san
 status=0
-ctest --output-on-failure --timeout 600 -LE '^(vm|rules|static|package)$' -j"$(nproc)" "$@" || status=$?
+ctest --output-on-failure --timeout 600 -LE '^(vm|rules|static|package|deploy)$' -j"$(nproc)" "$@" || status=$?
 if compgen -G "$reports/*" >/dev/null; then
   for r in "$reports"/*; do
     echo "==== $r"

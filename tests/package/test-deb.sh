@@ -44,11 +44,14 @@ for f in /usr/bin/airlock /usr/lib/systemd/system/airlock.service /usr/share/man
   /usr/share/bash-completion/completions/airlock /etc/airlock/airlock.json /etc/airlock/policies/default.json \
   /usr/share/airlock/policies/research-agent.json /usr/share/airlock/dashboards/airlock.json \
   /usr/share/airlock/prometheus/airlock-alerts.yml /usr/share/doc/airlock/operations.md \
-  /usr/share/doc/airlock/examples/airlock.json; do
+  /usr/share/doc/airlock/examples/airlock.json /usr/share/containers/oci/hooks.d/airlock.json \
+  /usr/share/airlock/kubernetes/airlock.yaml; do
   [[ -f $f ]] || fail "$f is not installed"
 done
 grep -qx 'ExecStart=/usr/bin/airlock daemon --config /etc/airlock/airlock.json' /usr/lib/systemd/system/airlock.service ||
   fail "the unit's ExecStart"
+python3 -c 'import json,sys; h=json.load(open(sys.argv[1])); assert h["hook"]["path"]=="/usr/bin/airlock" and h["hook"]["args"]==["airlock","oci-hook"] and h["stages"]==["createRuntime"], h' \
+  /usr/share/containers/oci/hooks.d/airlock.json || fail "the OCI hook's definition"
 score=$(cd / && systemd-analyze security --offline=true /usr/lib/systemd/system/airlock.service 2>/dev/null |
   sed -nE 's/.*Overall exposure level for airlock.service: ([0-9.]+).*/\1/p')
 echo "systemd-analyze security: $score"
@@ -79,7 +82,8 @@ rm -f /tmp/airlock-pkg-remove.$$
 
 AIRLOCK_UNINSTALL_FORCE=1 dpkg -r airlock >/dev/null
 kill -0 "$sleeper" || fail "the detached cgroup's process was killed"
-[[ ! -e /usr/bin/airlock && ! -e /usr/lib/systemd/system/airlock.service ]] || fail "files left after dpkg -r"
+[[ ! -e /usr/bin/airlock && ! -e /usr/lib/systemd/system/airlock.service && ! -e /usr/share/containers/oci/hooks.d/airlock.json ]] ||
+  fail "files left after dpkg -r"
 [[ ! -e /sys/fs/bpf/airlock && ! -e /run/airlock ]] || fail "pins or state left after dpkg -r"
 [[ -f /etc/airlock/airlock.json ]] || fail "dpkg -r removed the configuration"
 dpkg -P airlock >/dev/null

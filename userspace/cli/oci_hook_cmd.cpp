@@ -78,15 +78,19 @@ int cmd_oci_hook(const Paths& paths, const OciHookOptions& o)
 	}
 	std::string policy_from = plan.policy_from_annotation ? fmt::format("annotation {}", ops::kPolicyAnnotation)
 							      : std::string("--default-policy");
+	std::string no_daemon = fmt::format("{}: no airlock daemon answers at {} to enforce policy '{}' ({}); the "
+					    "container is not started unenforced",
+					    who, control_socket(paths), plan.policy, policy_from);
 	try {
+		// No daemon is the first thing to say: nothing else can be done.
+		if (!daemon_connect(paths).valid())
+			return refuse(no_daemon);
 		Request req = Request::of(Request::Cmd::Attach, plan.name);
 		req.cgroup = ops::container_cgroup(plan.pid);
 		req.policy = plan.policy;
 		auto answer = daemon_call(paths, req);
 		if (!answer)
-			return refuse(fmt::format("{}: no airlock daemon answers at {} to enforce policy '{}' ({}); the "
-						  "container is not started unenforced",
-						  who, control_socket(paths), plan.policy, policy_from));
+			return refuse(no_daemon);
 		if (!*answer) {
 			const auto& lines = answer->rejection().lines;
 			return refuse(fmt::format("{}: policy '{}' ({}) is rejected: {}; the container is not started", who,
