@@ -40,6 +40,13 @@ protected:
 		return d;
 	}
 
+	// A decision line the daemon writes once it has read the sandbox's ring.
+	::testing::AssertionResult LoggedSoon(const Match& m, const std::string& sandbox)
+	{
+		wait_until([&] { return !decisions(env().audit(), m).empty(); }, 5s);
+		return Logged(env().audit(), m, sandbox);
+	}
+
 	// `airlock exec NAME -- cmd`, started in the client namespace.
 	RunResult exec(const std::string& name, const std::vector<std::string>& cmd, Ms timeout = 15s)
 	{

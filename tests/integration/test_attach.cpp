@@ -34,11 +34,6 @@ protected:
 					    "0.005"});
 	}
 
-	::testing::AssertionResult LoggedSoon(const Match& m, const std::string& sandbox)
-	{
-		wait_until([&] { return !decisions(env().audit(), m).empty(); }, 5s);
-		return Logged(env().audit(), m, sandbox);
-	}
 };
 
 TEST_F(Attach, ARunningProcessIsEnforcedFromAttachUntilDetach)

@@ -190,11 +190,6 @@ protected:
 		return {"nc", "-w", "2", addr, std::to_string(port)};
 	}
 
-	::testing::AssertionResult LoggedSoon(const Match& m, const std::string& sandbox)
-	{
-		wait_until([&] { return !decisions(env().audit(), m).empty(); }, 5s);
-		return Logged(env().audit(), m, sandbox);
-	}
 
 	std::unique_ptr<Podman> podman;
 };
