@@ -92,6 +92,7 @@ enum al_action {
 	AL_ACTION_ALLOW = 0,
 	AL_ACTION_DENY = 1,
 	AL_ACTION_REFUSE = 2,  /* unix rules: fail the call, no violation (a probe every program makes) */
+	AL_ACTION_REDIRECT = 3, /* to the proxy; a kernel without the proxy's hooks denies it */
 };
 
 /* The enums whose values reach audit logs and metrics by name: each

@@ -66,14 +66,14 @@ KernelDecision scan(const al_rule_set& rs, uint16_t port, uint8_t proto)
 	for (uint32_t i = 0; i < rs.count && i < AL_MAX_RANGES; i++) {
 		const al_range& r = rs.ranges[i];
 		if ((r.proto_mask & proto) && port >= r.port_lo && port <= r.port_hi)
-			return {r.action == AL_ACTION_ALLOW, r.rule};
+			return {r.action == AL_ACTION_ALLOW, r.rule, r.action == AL_ACTION_REDIRECT};
 	}
 	return {};
 }
 
 std::string show(const KernelDecision& d)
 {
-	return std::string(d.allowed ? "allow" : "deny") + " by rule " + std::to_string(d.rule);
+	return std::string(d.allowed ? "allow" : d.redirected ? "redirect" : "deny") + " by rule " + std::to_string(d.rule);
 }
 
 std::string show(const std::optional<KernelDecision>& d)
@@ -122,11 +122,19 @@ void probe_domain(const Policy& p, const CompiledPolicy& c, const Rule& r)
 	for (const auto& name : names) {
 		const al_rule_set* rs = kernel_name_lookup(c, name);
 		if (rs) {
-			bool any_allow = false;
-			for (uint32_t i = 0; i < rs->count && i < AL_MAX_RANGES; i++)
-				any_allow |= rs->ranges[i].action == AL_ACTION_ALLOW;
-			if (bool(rs->flags & AL_RS_QUERY) != any_allow)
-				broken("a name may be queried exactly when some range allows", describe(r) + " | " + name);
+			// A query may leave exactly when some range allows, or
+			// redirects other than to a world that answers it.
+			bool may_leave = false;
+			for (uint32_t i = 0; i < rs->count && i < AL_MAX_RANGES; i++) {
+				const al_range& rg = rs->ranges[i];
+				bool to_answering_world = rg.action == AL_ACTION_REDIRECT && rg.rule < p.rules.size() &&
+							  p.rules[rg.rule].redirect && p.rules[rg.rule].redirect->world &&
+							  p.world && p.world->synthesize_dns;
+				may_leave |= rg.action == AL_ACTION_ALLOW || (rg.action == AL_ACTION_REDIRECT && !to_answering_world);
+			}
+			if (bool(rs->flags & AL_RS_QUERY) != may_leave)
+				broken("a name may be queried exactly when some range allows or redirects to where queries go",
+				       describe(r) + " | " + name);
 		}
 		for (uint16_t port : edge_ports(r))
 			for (uint8_t proto : kProtos) {

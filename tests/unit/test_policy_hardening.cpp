@@ -40,7 +40,7 @@ TEST(MessagesStayOnOneLine, EchoedTextIsEscaped)
 	EXPECT_EQ(errors_of(with_rule(R"({"action": "allow", "cidr": "10.0.0.0/\u001b8"})")),
 		  Lines{"p.json: rules/0/cidr: '10.0.0.0/\\x1b8' is not a CIDR"});
 	EXPECT_EQ(errors_of(with_rule(R"({"action": "al\nlow", "cidr": "10.0.0.0/8"})")),
-		  Lines{"p.json: rules/0/action: 'al\\x0alow' is not one of allow, deny, refuse"});
+		  Lines{"p.json: rules/0/action: 'al\\x0alow' is not one of allow, deny, refuse, redirect"});
 	EXPECT_EQ(errors_of(with_rule(R"({"action": "allow", "cidr": "10.0.0.0/8", "a\nb": 1})")),
 		  Lines{"p.json: rules/0: unknown key 'a\\x0ab'"});
 	EXPECT_EQ(errors_of(with_rule(R"({"action": "allow", "cidr": "10.0.0.0/8", "ports": ["1-\n2"]})")),

@@ -24,8 +24,11 @@ void print_ranges(const al_rule_set& rs)
 		if (r.proto_mask & AL_PROTO_TCP) protos += "tcp ";
 		if (r.proto_mask & AL_PROTO_UDP) protos += "udp ";
 		if (r.proto_mask & AL_PROTO_ICMP) protos += "icmp ";
-		fmt::print("    {} ports {}-{} {}(rule {})\n", r.action == AL_ACTION_ALLOW ? "allow" : "deny ", r.port_lo,
-			   r.port_hi, protos, r.rule);
+		fmt::print("    {} ports {}-{} {}(rule {})\n",
+			   r.action == AL_ACTION_ALLOW      ? "allow   "
+			   : r.action == AL_ACTION_REDIRECT ? "redirect"
+							    : "deny    ",
+			   r.port_lo, r.port_hi, protos, r.rule);
 	}
 }
 
@@ -67,8 +70,17 @@ int cmd_policy_show(const std::string& file)
 	}
 	const Policy& p = *res.policy;
 	fmt::print("policy {} mode {} on_violation {}\n", p.name, to_string(p.mode), to_string(p.on_violation));
+	// Where each rule is decided: in the kernel alone, or (redirects, the
+	// SNI gate) by the proxy the kernel hands the connection to.
 	for (const auto& r : p.rules)
-		fmt::print("  rule {}: {}\n", r.index, describe(r));
+		fmt::print("  rule {}: {} [{}{}]\n", r.index, describe(r), r.through_proxy() ? "proxy" : "kernel",
+			   r.budget_egress_bytes ? ", budget counted in the kernel" : "");
+	if (p.world) {
+		fmt::print("world: records {}/SANDBOX.jsonl, request bodies up to {} bytes, dns {}, {} canned response{}\n",
+			   p.world->records_dir, p.world->max_body_bytes,
+			   p.world->synthesize_dns ? "synthesized (198.18.0.0/15, nothing leaves)" : "to the resolvers",
+			   p.world->responses.size(), p.world->responses.size() == 1 ? "" : "s");
+	}
 	fmt::print("kernel entries ({}), first matching range decides:\n", c.compiled->prefixes.size());
 	for (const auto& e : c.compiled->prefixes) {
 		Address a = from_raw(static_cast<uint8_t>(e.key.family), e.key.addr);

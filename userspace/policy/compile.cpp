@@ -14,14 +14,36 @@ namespace airlock {
 
 namespace {
 
-// Precedence: longer prefix first, then deny, then rule order.
+// At equal specificity the safer action wins: deny, then redirect (the
+// traffic stays on the machine), then allow.
+int action_rank(Action a)
+{
+	return a == Action::Deny ? 2 : a == Action::Redirect ? 1 : 0;
+}
+
+// Precedence: longer prefix first, then the action's rank, then rule order.
 bool precedes(const Rule* a, const Rule* b)
 {
 	if (a->cidr->prefix_len != b->cidr->prefix_len)
 		return a->cidr->prefix_len > b->cidr->prefix_len;
-	if (a->action != b->action)
-		return a->action == Action::Deny;
+	if (action_rank(a->action) != action_rank(b->action))
+		return action_rank(a->action) > action_rank(b->action);
 	return a->index < b->index;
+}
+
+uint8_t kernel_action(Action a)
+{
+	return a == Action::Allow ? AL_ACTION_ALLOW : a == Action::Redirect ? AL_ACTION_REDIRECT : AL_ACTION_DENY;
+}
+
+KernelDecision decision_of(uint8_t action, uint16_t rule)
+{
+	return KernelDecision{action == AL_ACTION_ALLOW, rule, action == AL_ACTION_REDIRECT};
+}
+
+KernelDecision decision_of(const Rule& r)
+{
+	return decision_of(kernel_action(r.action), static_cast<uint16_t>(r.index));
 }
 
 bool port_matches(const Rule& r, uint16_t port)
@@ -51,8 +73,8 @@ bool name_precedes(const Rule* a, const Rule* b)
 {
 	if (name_rank(a) != name_rank(b))
 		return name_rank(a) > name_rank(b);
-	if (a->action != b->action)
-		return a->action == Action::Deny;
+	if (action_rank(a->action) != action_rank(b->action))
+		return action_rank(a->action) > action_rank(b->action);
 	return a->index < b->index;
 }
 
@@ -70,7 +92,7 @@ std::vector<al_range> ranges_of(const std::vector<const Rule*>& rules)
 			range.port_lo = pr.lo;
 			range.port_hi = pr.hi;
 			range.proto_mask = r->proto_mask;
-			range.action = r->action == Action::Allow ? AL_ACTION_ALLOW : AL_ACTION_DENY;
+			range.action = kernel_action(r->action);
 			range.rule = static_cast<uint16_t>(r->index);
 			if (!shadowed(ranges, range))
 				ranges.push_back(range);
@@ -135,9 +157,16 @@ void compile_names(const Policy& p, uint32_t policy_id, CompiledPolicy& c, std::
 		e.value.count = static_cast<uint32_t>(ranges.size());
 		e.value.name_len = static_cast<uint16_t>(bytes.size());
 		e.value.flags = wildcard ? AL_RS_WILDCARD : 0;
-		for (const auto& r : ranges)
-			if (r.action == AL_ACTION_ALLOW)
+		// A query may leave for a name some range allows, or redirects
+		// to a simulator (or to the world when its DNS goes to the
+		// resolvers); a world that synthesizes answers keeps it in.
+		bool world_answers = p.world && p.world->synthesize_dns;
+		for (const auto& r : ranges) {
+			bool world = r.action == AL_ACTION_REDIRECT && r.rule < p.rules.size() && p.rules[r.rule].redirect &&
+				     p.rules[r.rule].redirect->world;
+			if (r.action == AL_ACTION_ALLOW || (r.action == AL_ACTION_REDIRECT && !(world && world_answers)))
 				e.value.flags |= AL_RS_QUERY;
+		}
 		std::copy(ranges.begin(), ranges.end(), e.value.ranges);
 		c.names.push_back(e);
 	}
@@ -428,7 +457,7 @@ KernelDecision kernel_lookup(const CompiledPolicy& c, uint32_t policy_id, const 
 		const al_range& r = best->value.ranges[i];
 		if (!(r.proto_mask & proto_bit) || port < r.port_lo || port > r.port_hi)
 			continue;
-		return {r.action == AL_ACTION_ALLOW, r.rule};
+		return decision_of(r.action, r.rule);
 	}
 	return {};
 }
@@ -445,7 +474,7 @@ KernelDecision reference_decision(const Policy& p, const Address& dst, uint16_t 
 	}
 	if (!best)
 		return {};
-	return {best->action == Action::Allow, static_cast<uint16_t>(best->index)};
+	return decision_of(*best);
 }
 
 const al_rule_set* kernel_name_lookup(const CompiledPolicy& c, const std::string& name)
@@ -479,7 +508,7 @@ KernelDecision reference_name_decision(const Policy& p, const std::string& name,
 	}
 	if (!best)
 		return {};
-	return {best->action == Action::Allow, static_cast<uint16_t>(best->index)};
+	return decision_of(*best);
 }
 
 }  // namespace airlock

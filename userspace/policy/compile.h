@@ -50,6 +50,7 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id);
 struct KernelDecision {
 	bool allowed = false;
 	uint16_t rule = AL_RULE_NONE;
+	bool redirected = false;  // a redirect rule decided: to the proxy
 	bool operator==(const KernelDecision&) const = default;
 };
 
@@ -64,7 +65,8 @@ const al_rule_set* kernel_name_lookup(const CompiledPolicy& c, const std::string
 
 // The definition for names, rule by rule: the most specific domain rule
 // (an exact name, then the longest wildcard) that matches the name, the
-// port and the protocol; at equal specificity deny, then the lower index.
+// port and the protocol; at equal specificity deny, then redirect, then the
+// lower index.
 KernelDecision reference_name_decision(const Policy& p, const std::string& name, uint16_t port, uint8_t proto_bit);
 
 // What the kernel decides for a unix address (a model of al_unix_rules in
@@ -76,7 +78,8 @@ std::optional<KernelDecision> kernel_unix_lookup(const CompiledPolicy& c, bool a
 std::optional<KernelDecision> reference_unix_decision(const Policy& p, bool abstract, const std::string& bytes);
 
 // The definition, rule by rule: among matching rules the longest prefix
-// wins, deny beats allow at equal length, then the lower index.
+// wins, then at equal length deny, then redirect, then allow, then the
+// lower index.
 KernelDecision reference_decision(const Policy& p, const Address& dst, uint16_t port, uint8_t proto_bit);
 
 }  // namespace airlock

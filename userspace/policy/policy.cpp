@@ -41,6 +41,7 @@ const char* to_string(Action a)
 	case Action::Allow: return "allow";
 	case Action::Deny: return "deny";
 	case Action::Refuse: return "refuse";
+	case Action::Redirect: return "redirect";
 	}
 	return "?";
 }
@@ -376,7 +377,7 @@ public:
 	{
 		if (!expect(v, path, v.is_object(), "an object"))
 			return std::nullopt;
-		unknown_keys(v, path, {"action", "cidr", "domain", "unix", "ports", "protocol", "comment"});
+		unknown_keys(v, path, {"action", "cidr", "domain", "unix", "ports", "protocol", "comment", "to", "tls", "budget"});
 		size_t before = errors_.size();
 		Rule r;
 		r.index = index;
@@ -392,10 +393,13 @@ public:
 				r.action = Action::Refuse;
 			else if (s == "refuse")
 				error(join(path, "action"), "'refuse' applies to unix rules only");
-			else if (s == "hold" || s == "redirect")
+			else if (s == "redirect")
+				r.action = Action::Redirect;
+			else if (s == "hold")
 				error(join(path, "action"), fmt::format("'{}' is reserved and not supported yet", printable(s)));
 			else
-				error(join(path, "action"), fmt::format("'{}' is not one of allow, deny, refuse", printable(s)));
+				error(join(path, "action"),
+				      fmt::format("'{}' is not one of allow, deny, refuse, redirect", printable(s)));
 		}
 		int targets = v.contains("cidr") + v.contains("domain") + v.contains("unix");
 		if (targets != 1)
@@ -407,9 +411,11 @@ public:
 		else
 			r.unix_target = unix_target(v["unix"], join(path, "unix"));
 		if (v.contains("unix")) {
-			for (const char* k : {"ports", "protocol"})
+			for (const char* k : {"ports", "protocol", "to", "tls", "budget"})
 				if (v.contains(k))
 					error(join(path, k), "does not apply to a unix rule");
+			if (r.action == Action::Redirect)
+				error(join(path, "action"), "a unix socket cannot be redirected (allow, deny or refuse it)");
 			if (errors_.size() != before)
 				return std::nullopt;
 		}
@@ -446,6 +452,214 @@ public:
 			const json& c = v["comment"];
 			if (expect(c, join(path, "comment"), c.is_string(), "a string"))
 				r.comment = c.get<std::string>();
+		}
+		gates(v, path, r);
+		if (errors_.size() != before)
+			return std::nullopt;
+		return r;
+	}
+
+	// "to" of a redirect; "tls" and "budget" of an allow rule.
+	void gates(const json& v, const std::string& path, Rule& r)
+	{
+		if (r.action == Action::Redirect) {
+			if (!v.contains("to"))
+				error(join(path, "to"), "missing: \"world\", or the HOST:PORT of a simulator");
+			else
+				r.redirect = redirect_target(v["to"], join(path, "to"));
+			if (r.proto_mask == AL_PROTO_ICMP)
+				error(join(path, "protocol"), "ICMP cannot be redirected (tcp, udp, or both)");
+		} else if (v.contains("to")) {
+			error(join(path, "to"), "applies to redirect rules only");
+		}
+		for (const char* k : {"tls", "budget"})
+			if (v.contains(k) && r.action != Action::Allow)
+				error(join(path, k), "applies to allow rules only");
+		if (v.contains("tls") && r.action == Action::Allow) {
+			const json& t = v["tls"];
+			std::string tp = join(path, "tls");
+			if (expect(t, tp, t.is_object(), "an object")) {
+				unknown_keys(t, tp, {"sni"});
+				if (!t.contains("sni"))
+					error(join(tp, "sni"), "missing (\"require\")");
+				else if (const json& sni = t["sni"]; expect(sni, join(tp, "sni"), sni.is_string(), "a string")) {
+					if (sni.get<std::string>() != "require")
+						error(join(tp, "sni"), fmt::format("'{}' is not require", printable(sni.get<std::string>())));
+					else
+						r.tls_sni_require = true;
+				}
+				// The name in the ClientHello is judged against the
+				// rule's name; UDP beside the gate (QUIC) would pass unread.
+				if (!v.contains("domain"))
+					error(tp, "applies to domain rules (the ClientHello's name is checked against the rule's)");
+				if (r.proto_mask != AL_PROTO_TCP)
+					error(tp, "needs \"protocol\": \"tcp\" (UDP to the same destination would pass beside "
+						  "the gate: QUIC falls back to TCP when it is denied)");
+			}
+		}
+		if (v.contains("budget") && r.action == Action::Allow) {
+			const json& b = v["budget"];
+			std::string bp = join(path, "budget");
+			if (expect(b, bp, b.is_object(), "an object")) {
+				unknown_keys(b, bp, {"egress_bytes"});
+				std::string ep = join(bp, "egress_bytes");
+				if (!b.contains("egress_bytes")) {
+					error(ep, "missing");
+				} else if (const json& n = b["egress_bytes"];
+					   expect(n, ep, n.is_number_integer() || n.is_number_unsigned(), "an integer")) {
+					constexpr uint64_t kMax = 1ull << 50;  // 1 PiB: beyond it, no budget
+					bool ok = n.is_number_unsigned() ? n.get<uint64_t>() >= 1 && n.get<uint64_t>() <= kMax
+									 : n.get<int64_t>() >= 1 && n.get<uint64_t>() <= kMax;
+					if (!ok)
+						error(ep, fmt::format("{} is out of range (1-{})", n.dump(), kMax));
+					else
+						r.budget_egress_bytes = n.get<uint64_t>();
+				}
+				if (r.proto_mask == AL_PROTO_ICMP)
+					error(bp, "ICMP carries no payload that a budget counts");
+			}
+		}
+	}
+
+	std::optional<RedirectTarget> redirect_target(const json& v, const std::string& path)
+	{
+		if (!expect(v, path, v.is_string(), "a string"))
+			return std::nullopt;
+		std::string s = v.get<std::string>();
+		RedirectTarget t;
+		if (s == "world")
+			return t;
+		t.world = false;
+		// HOST:PORT, or [V6]:PORT; an address, never a name (the proxy never resolves).
+		std::string host, port_text;
+		if (!s.empty() && s.front() == '[') {
+			auto close = s.find(']');
+			if (close != std::string::npos && close + 1 < s.size() && s[close + 1] == ':') {
+				host = s.substr(1, close - 1);
+				port_text = s.substr(close + 2);
+			}
+		} else if (auto colon = s.rfind(':'); colon != std::string::npos && s.find(':') == colon) {
+			host = s.substr(0, colon);
+			port_text = s.substr(colon + 1);
+		}
+		auto addr = parse_address(host);
+		bool port_ok = !port_text.empty() && port_text.size() <= 5 &&
+			       std::all_of(port_text.begin(), port_text.end(), [](unsigned char c) { return std::isdigit(c); }) &&
+			       std::stoul(port_text) >= 1 && std::stoul(port_text) <= 65535;
+		if (!addr || !port_ok) {
+			error(path, fmt::format("'{}' is not \"world\" nor ADDRESS:PORT ([ADDRESS]:PORT for IPv6; an address, "
+						"not a name)",
+						printable(s)));
+			return std::nullopt;
+		}
+		t.address = *addr;
+		t.port = static_cast<uint16_t>(std::stoul(port_text));
+		return t;
+	}
+
+	void world(const json& v, const std::string& path, WorldPolicy& w)
+	{
+		if (!expect(v, path, v.is_object(), "an object"))
+			return;
+		unknown_keys(v, path, {"records", "max_body_bytes", "dns", "responses"});
+		if (v.contains("records")) {
+			const json& r = v["records"];
+			std::string rp = join(path, "records");
+			if (expect(r, rp, r.is_string(), "a string")) {
+				w.records_dir = r.get<std::string>();
+				if (w.records_dir.empty() || w.records_dir.front() != '/')
+					error(rp, fmt::format("'{}' is not an absolute directory", printable(w.records_dir)));
+			}
+		}
+		if (v.contains("max_body_bytes")) {
+			const json& n = v["max_body_bytes"];
+			std::string np = join(path, "max_body_bytes");
+			if (expect(n, np, n.is_number_integer() || n.is_number_unsigned(), "an integer")) {
+				if (n.is_number_integer() && n.get<int64_t>() < 0)
+					error(np, fmt::format("{} is out of range (0-{})", n.dump(), 16u << 20));
+				else if (n.get<uint64_t>() > (16u << 20))
+					error(np, fmt::format("{} is out of range (0-{})", n.dump(), 16u << 20));
+				else
+					w.max_body_bytes = n.get<uint64_t>();
+			}
+		}
+		if (v.contains("dns")) {
+			const json& d = v["dns"];
+			std::string dp = join(path, "dns");
+			if (expect(d, dp, d.is_string(), "a string")) {
+				std::string s = d.get<std::string>();
+				if (s == "synthesize")
+					w.synthesize_dns = true;
+				else if (s == "resolvers")
+					w.synthesize_dns = false;
+				else
+					error(dp, fmt::format("'{}' is not one of synthesize, resolvers", printable(s)));
+			}
+		}
+		if (v.contains("responses")) {
+			const json& rs = v["responses"];
+			std::string rp = join(path, "responses");
+			if (expect(rs, rp, rs.is_array(), "an array"))
+				for (size_t i = 0; i < rs.size(); i++)
+					if (auto r = world_response(rs[i], join(rp, std::to_string(i))))
+						w.responses.push_back(*r);
+		}
+	}
+
+	std::optional<WorldResponse> world_response(const json& v, const std::string& path)
+	{
+		if (!expect(v, path, v.is_object(), "an object"))
+			return std::nullopt;
+		unknown_keys(v, path, {"host", "method", "path", "status", "headers", "body"});
+		size_t before = errors_.size();
+		WorldResponse r;
+		auto text = [&](const char* key, std::string& out) {
+			if (v.contains(key) && expect(v[key], join(path, key), v[key].is_string(), "a string"))
+				out = v[key].get<std::string>();
+		};
+		text("host", r.host);
+		text("method", r.method);
+		text("path", r.path);
+		text("body", r.body);
+		if (!v.contains("host"))
+			error(join(path, "host"), "missing (a name, *.name, or * for any)");
+		if (!r.method.empty() && !std::all_of(r.method.begin(), r.method.end(), [](unsigned char c) {
+			    return std::isupper(c) != 0;
+		    }))
+			error(join(path, "method"), fmt::format("'{}' is not an HTTP method (GET, POST, ...)", printable(r.method)));
+		if (!r.path.empty() && r.path.front() != '/')
+			error(join(path, "path"), fmt::format("'{}' does not start with /", printable(r.path)));
+		if (v.contains("status")) {
+			const json& n = v["status"];
+			std::string sp = join(path, "status");
+			if (expect(n, sp, n.is_number_integer() || n.is_number_unsigned(), "an integer")) {
+				if (n.get<int64_t>() < 100 || n.get<int64_t>() > 599)
+					error(sp, fmt::format("{} is not an HTTP status (100-599)", n.dump()));
+				else
+					r.status = static_cast<unsigned>(n.get<int64_t>());
+			}
+		}
+		if (v.contains("headers")) {
+			const json& h = v["headers"];
+			std::string hp = join(path, "headers");
+			if (expect(h, hp, h.is_object(), "an object")) {
+				for (auto it = h.begin(); it != h.end(); ++it) {
+					std::string kp = join(hp, it.key());
+					bool name_ok = !it.key().empty() &&
+						       std::all_of(it.key().begin(), it.key().end(), [](unsigned char c) {
+							       return std::isalnum(c) || c == '-';
+						       });
+					if (!name_ok)
+						error(kp, "is not an HTTP header name");
+					else if (expect(it.value(), kp, it.value().is_string(), "a string")) {
+						std::string val = it.value().get<std::string>();
+						if (val.find_first_of("\r\n") != std::string::npos)
+							error(kp, "holds a line break");
+						else
+							r.headers.emplace_back(it.key(), val);
+					}
+				}
+			}
 		}
 		if (errors_.size() != before)
 			return std::nullopt;
@@ -636,7 +850,8 @@ public:
 		Policy p;
 		p.source = file_;
 		unknown_keys(doc, "",
-			     {"version", "name", "description", "mode", "on_violation", "rules", "dns", "families", "io_uring"});
+			     {"version", "name", "description", "mode", "on_violation", "rules", "dns", "families", "io_uring",
+			      "world"});
 		if (!doc.contains("version"))
 			error("version", "missing");
 		else if (const json& v = doc["version"];
@@ -695,6 +910,17 @@ public:
 		}
 		if (doc.contains("dns"))
 			dns(doc["dns"], "dns", p.dns);
+		bool to_world = std::any_of(p.rules.begin(), p.rules.end(),
+					    [](const Rule& r) { return r.redirect && r.redirect->world; });
+		if (doc.contains("world")) {
+			WorldPolicy w;
+			world(doc["world"], "world", w);
+			if (!to_world)
+				error("world", "no rule redirects to \"world\"");
+			p.world = std::move(w);
+		} else if (to_world) {
+			p.world = WorldPolicy{};
+		}
 		if (doc.contains("families"))
 			families(doc["families"], "families", p.families);
 		if (doc.contains("io_uring")) {
@@ -870,6 +1096,15 @@ std::string describe(const Rule& r)
 		s += " udp";
 	else if (r.proto_mask == AL_PROTO_ICMP)
 		s += " icmp";
+	if (r.redirect)
+		s += " to " + (r.redirect->world ? std::string("world")
+				 : r.redirect->address.family == AL_FAMILY_IPV6
+					 ? fmt::format("[{}]:{}", format_address(r.redirect->address), r.redirect->port)
+					 : fmt::format("{}:{}", format_address(r.redirect->address), r.redirect->port));
+	if (r.tls_sni_require)
+		s += " sni-gate";
+	if (r.budget_egress_bytes)
+		s += fmt::format(" budget {} bytes", *r.budget_egress_bytes);
 	return s;
 }
 

@@ -15,7 +15,10 @@ namespace airlock {
 
 enum class Mode { Enforce, Audit };
 enum class OnViolation { Deny, Freeze, Kill };
-enum class Action { Allow, Deny, Refuse };  // Refuse: unix rules only
+// Refuse: unix rules only. Redirect: to the proxy (the recorder of the
+// simulated world, or a simulator the operator runs) instead of the
+// destination.
+enum class Action { Allow, Deny, Refuse, Redirect };
 
 struct PortRange {
 	uint16_t lo = 0, hi = 0;
@@ -32,6 +35,15 @@ struct UnixTarget {
 	bool operator==(const UnixTarget&) const = default;
 };
 
+// Where a redirect rule sends what it matches: the world (airlock's
+// recorder) or a simulator at an address and port.
+struct RedirectTarget {
+	bool world = true;
+	Address address{};
+	uint16_t port = 0;
+	bool operator==(const RedirectTarget&) const = default;
+};
+
 struct Rule {
 	size_t index = 0;
 	Action action = Action::Deny;
@@ -42,6 +54,34 @@ struct Rule {
 	std::vector<PortRange> ports;       // empty: every port
 	uint8_t proto_mask = 0;             // al_proto_bit
 	std::string comment;
+	std::optional<RedirectTarget> redirect;  // action redirect: "to"
+	bool tls_sni_require = false;            // allow: "tls": {"sni": "require"}
+	std::optional<uint64_t> budget_egress_bytes;  // allow: "budget": {"egress_bytes": N}
+	// The rule needs the proxy (redirect, the SNI gate) rather than the
+	// kernel alone.
+	bool through_proxy() const { return action == Action::Redirect || tls_sni_require; }
+};
+
+// A canned answer of the world's recorder to an HTTP request.
+struct WorldResponse {
+	std::string host;    // a name, "*.name", or "*" for any
+	std::string method;  // "" any
+	std::string path;    // exact, or a prefix ending in '*'; "" any
+	unsigned status = 200;
+	std::vector<std::pair<std::string, std::string>> headers;
+	std::string body;
+};
+
+// The simulated world: where records go, what DNS does, canned answers.
+struct WorldPolicy {
+	std::string records_dir = "/var/log/airlock/world";  // records: DIR/SANDBOX.jsonl
+	uint64_t max_body_bytes = 64 * 1024;  // of each request body, recorded
+	// "synthesize": every query of the sandbox, for any name, is answered
+	// by airlock with an address of 198.18.0.0/15 bound to that name, and
+	// none leaves; "resolvers": queries go to the listed resolvers as for
+	// any rule (for names that rules allow or redirect).
+	bool synthesize_dns = true;
+	std::vector<WorldResponse> responses;
 };
 
 // An EDNS option a query may carry, at most once, with at most max_length bytes.
@@ -103,6 +143,7 @@ struct Policy {
 	// io_uring_setup is allowed: IORING_OP_SOCKET makes sockets of any
 	// family without the socket() syscall, so it is off unless asked for.
 	bool io_uring = false;
+	std::optional<WorldPolicy> world;  // set when some rule redirects to the world
 	std::string source;  // the file it came from
 };
 
@@ -142,7 +183,8 @@ bool allows_outside_abstract(const Policy& p);
 // A unix target as a policy file writes it: "/run/x.sock", "@name*".
 std::string format_unix(const UnixTarget& u);
 
-// "allow 10.20.0.0/16 ports 5432,8000-8100 tcp": for logs and `policy show`.
+// "allow 10.20.0.0/16 ports 5432,8000-8100 tcp": for logs and `policy show`;
+// "redirect 0.0.0.0/0 to world", "allow pypi.org ports 443 tcp sni-gate budget 1048576".
 std::string describe(const Rule& r);
 
 const char* to_string(Mode m);

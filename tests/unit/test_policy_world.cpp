@@ -1,0 +1,246 @@
+// The simulated world and the gates in policy files: redirect rules and
+// their targets, the "world" block, "tls" and "budget" on allow rules; every
+// error exactly; where redirect sits against allow and deny; and that a
+// policy relying on what is not enforced yet is refused where it would be
+// enforced, not enforced without it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "policy/compile.h"
+#include "policy/policy.h"
+#include "sandbox/sandbox.h"
+
+namespace airlock {
+namespace {
+
+const char* kFile = "p.json";
+
+std::vector<std::string> errors_of(const std::string& text)
+{
+	ParseResult r = parse_policy_text(text, kFile);
+	std::vector<std::string> out;
+	for (const auto& e : r.errors)
+		out.push_back(e.str());
+	EXPECT_EQ(r.ok(), out.empty()) << text;
+	return out;
+}
+
+std::string doc(const std::string& rules, const std::string& extra = "")
+{
+	return R"({"version": 1, "name": "t", "rules": [)" + rules + "]" + extra + "}";
+}
+
+Policy parse_ok(const std::string& text)
+{
+	ParseResult r = parse_policy_text(text, kFile);
+	for (const auto& e : r.errors)
+		ADD_FAILURE() << e.str();
+	return r.policy.value_or(Policy{});
+}
+
+using Lines = std::vector<std::string>;
+
+TEST(PolicyWorld, ARedirectToTheWorldOrASimulator)
+{
+	Policy p = parse_ok(doc(R"({"action": "redirect", "cidr": "0.0.0.0/0", "to": "world"},
+				    {"action": "redirect", "domain": "smtp.example.com", "ports": [25], "protocol": "tcp",
+				     "to": "127.0.0.1:2525"},
+				    {"action": "redirect", "cidr": "2001:db8::/32", "to": "[::1]:8025"})"));
+	ASSERT_EQ(p.rules.size(), 3u);
+	EXPECT_EQ(p.rules[0].action, Action::Redirect);
+	ASSERT_TRUE(p.rules[0].redirect);
+	EXPECT_TRUE(p.rules[0].redirect->world);
+	EXPECT_TRUE(p.rules[0].through_proxy());
+	ASSERT_TRUE(p.rules[1].redirect);
+	EXPECT_FALSE(p.rules[1].redirect->world);
+	EXPECT_EQ(format_address(p.rules[1].redirect->address), "127.0.0.1");
+	EXPECT_EQ(p.rules[1].redirect->port, 2525);
+	EXPECT_EQ(describe(p.rules[0]), "redirect 0.0.0.0/0 to world");
+	EXPECT_EQ(describe(p.rules[1]), "redirect smtp.example.com ports 25 tcp to 127.0.0.1:2525");
+	EXPECT_EQ(describe(p.rules[2]), "redirect 2001:db8::/32 to [::1]:8025");
+	// A redirect to the world brings the world's defaults.
+	ASSERT_TRUE(p.world);
+	EXPECT_EQ(p.world->records_dir, "/var/log/airlock/world");
+	EXPECT_EQ(p.world->max_body_bytes, 65536u);
+	EXPECT_TRUE(p.world->synthesize_dns);
+	// Only to a simulator: no world.
+	EXPECT_FALSE(parse_ok(doc(R"({"action": "redirect", "cidr": "10.0.0.0/8", "to": "10.1.1.1:80"})")).world);
+}
+
+TEST(PolicyWorld, RedirectErrorsNameTheirPath)
+{
+	const std::string R = "p.json: rules/0";
+	EXPECT_EQ(errors_of(doc(R"({"action": "redirect", "cidr": "10.0.0.0/8", "to": "sim.example.com:25"})")),
+		  Lines{R + "/to: 'sim.example.com:25' is not \"world\" nor ADDRESS:PORT ([ADDRESS]:PORT for IPv6; an "
+			    "address, not a name)"});
+	for (const char* bad : {"127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", "::1:80", "[::1]80", "[::1]:", ":80",
+				"127.0.0.1:8x", "World"})
+		EXPECT_EQ(errors_of(doc(std::string(R"({"action": "redirect", "cidr": "10.0.0.0/8", "to": ")") + bad +
+					"\"}"))
+				  .size(),
+			  1u)
+			<< bad;
+	EXPECT_EQ(errors_of(doc(R"({"action": "redirect", "cidr": "10.0.0.0/8", "to": 25})")),
+		  Lines{R + "/to: expected a string, got an integer"});
+	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "to": "world"})")),
+		  Lines{R + "/to: applies to redirect rules only"});
+	EXPECT_EQ(errors_of(doc(R"({"action": "redirect", "unix": "/run/x.sock", "to": "world"})")),
+		  (Lines{R + "/to: does not apply to a unix rule",
+			 R + "/action: a unix socket cannot be redirected (allow, deny or refuse it)"}));
+	EXPECT_EQ(errors_of(doc(R"({"action": "redirect", "cidr": "10.0.0.0/8", "protocol": "icmp", "to": "world"})")),
+		  Lines{R + "/protocol: ICMP cannot be redirected (tcp, udp, or both)"});
+}
+
+TEST(PolicyWorld, TheWorldBlock)
+{
+	Policy p = parse_ok(doc(R"({"action": "redirect", "cidr": "0.0.0.0/0", "to": "world"})",
+				R"(, "world": {"records": "/srv/world", "max_body_bytes": 1024, "dns": "resolvers",
+				   "responses": [{"host": "*.example.com", "method": "POST", "path": "/api/*", "status": 201,
+				   "headers": {"Content-Type": "application/json"}, "body": "{}"}, {"host": "*"}]})"));
+	ASSERT_TRUE(p.world);
+	EXPECT_EQ(p.world->records_dir, "/srv/world");
+	EXPECT_EQ(p.world->max_body_bytes, 1024u);
+	EXPECT_FALSE(p.world->synthesize_dns);
+	ASSERT_EQ(p.world->responses.size(), 2u);
+	EXPECT_EQ(p.world->responses[0].host, "*.example.com");
+	EXPECT_EQ(p.world->responses[0].method, "POST");
+	EXPECT_EQ(p.world->responses[0].path, "/api/*");
+	EXPECT_EQ(p.world->responses[0].status, 201u);
+	EXPECT_EQ(p.world->responses[0].headers,
+		  (std::vector<std::pair<std::string, std::string>>{{"Content-Type", "application/json"}}));
+	EXPECT_EQ(p.world->responses[1].status, 200u);
+
+	const std::string redirect = R"({"action": "redirect", "cidr": "0.0.0.0/0", "to": "world"})";
+	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "cidr": "10.0.0.0/8"})", R"(, "world": {})")),
+		  Lines{"p.json: world: no rule redirects to \"world\""});
+	EXPECT_EQ(errors_of(doc(redirect, R"(, "world": {"record": "/x"})")), Lines{"p.json: world: unknown key 'record'"});
+	EXPECT_EQ(errors_of(doc(redirect, R"(, "world": {"records": "rel/dir"})")),
+		  Lines{"p.json: world/records: 'rel/dir' is not an absolute directory"});
+	EXPECT_EQ(errors_of(doc(redirect, R"(, "world": {"max_body_bytes": -1})")),
+		  Lines{"p.json: world/max_body_bytes: -1 is out of range (0-16777216)"});
+	EXPECT_EQ(errors_of(doc(redirect, R"(, "world": {"max_body_bytes": 16777217})")),
+		  Lines{"p.json: world/max_body_bytes: 16777217 is out of range (0-16777216)"});
+	EXPECT_EQ(errors_of(doc(redirect, R"(, "world": {"dns": "real"})")),
+		  Lines{"p.json: world/dns: 'real' is not one of synthesize, resolvers"});
+	EXPECT_EQ(errors_of(doc(redirect, R"(, "world": {"responses": [{"method": "get", "path": "x", "status": 99,
+		  "headers": {"Bad Name": "v", "X-A": "a\nb", "X-B": 1}}]})")),
+		  (Lines{"p.json: world/responses/0/host: missing (a name, *.name, or * for any)",
+			 "p.json: world/responses/0/method: 'get' is not an HTTP method (GET, POST, ...)",
+			 "p.json: world/responses/0/path: 'x' does not start with /",
+			 "p.json: world/responses/0/status: 99 is not an HTTP status (100-599)",
+			 "p.json: world/responses/0/headers/Bad Name: is not an HTTP header name",
+			 "p.json: world/responses/0/headers/X-A: holds a line break",
+			 "p.json: world/responses/0/headers/X-B: expected a string, got an integer"}));
+}
+
+TEST(PolicyWorld, TlsAndBudgetOnAllowRules)
+{
+	Policy p = parse_ok(doc(R"({"action": "allow", "domain": "pypi.org", "ports": [443], "protocol": "tcp",
+				    "tls": {"sni": "require"}, "budget": {"egress_bytes": 1048576}},
+				    {"action": "allow", "cidr": "10.0.0.0/8", "budget": {"egress_bytes": 1}})"));
+	ASSERT_EQ(p.rules.size(), 2u);
+	EXPECT_TRUE(p.rules[0].tls_sni_require);
+	EXPECT_TRUE(p.rules[0].through_proxy());
+	EXPECT_EQ(p.rules[0].budget_egress_bytes, 1048576u);
+	EXPECT_EQ(describe(p.rules[0]), "allow pypi.org ports 443 tcp sni-gate budget 1048576 bytes");
+	EXPECT_FALSE(p.rules[1].through_proxy()) << "a budget is counted in the kernel";
+	EXPECT_FALSE(p.world);
+
+	const std::string R = "p.json: rules/0";
+	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "domain": "a.com", "protocol": "tcp", "tls": {"sni": "prefer"}})")),
+		  Lines{R + "/tls/sni: 'prefer' is not require"});
+	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "domain": "a.com", "protocol": "tcp", "tls": {}})")),
+		  Lines{R + "/tls/sni: missing (\"require\")"});
+	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "domain": "a.com", "tls": {"sni": "require"}})")),
+		  Lines{R + "/tls: needs \"protocol\": \"tcp\" (UDP to the same destination would pass beside the gate: "
+			    "QUIC falls back to TCP when it is denied)"});
+	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "protocol": "tcp", "tls": {"sni": "require"}})")),
+		  Lines{R + "/tls: applies to domain rules (the ClientHello's name is checked against the rule's)"});
+	EXPECT_EQ(errors_of(doc(R"({"action": "deny", "domain": "a.com", "tls": {"sni": "require"}, "budget": {}})")),
+		  (Lines{R + "/tls: applies to allow rules only", R + "/budget: applies to allow rules only"}));
+	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "budget": {"egress_bytes": 0}})")),
+		  Lines{R + "/budget/egress_bytes: 0 is out of range (1-1125899906842624)"});
+	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "budget": {"bytes": 5}})")),
+		  (Lines{R + "/budget: unknown key 'bytes'", R + "/budget/egress_bytes: missing"}));
+	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "budget": {"egress_bytes": "5"}})")),
+		  Lines{R + "/budget/egress_bytes: expected an integer, got a string"});
+}
+
+// At equal specificity: deny, then redirect, then allow; a more specific
+// rule wins whatever its action.
+TEST(PolicyWorld, RedirectSitsBetweenDenyAndAllow)
+{
+	Policy p = parse_ok(doc(R"({"action": "allow", "cidr": "10.0.0.0/8"},
+				    {"action": "redirect", "cidr": "10.0.0.0/8", "to": "world"},
+				    {"action": "deny", "cidr": "10.9.0.0/16", "ports": [22]},
+				    {"action": "redirect", "cidr": "10.9.0.0/16", "ports": [22], "to": "world"},
+				    {"action": "allow", "cidr": "10.8.0.0/16"},
+				    {"action": "allow", "domain": "a.example", "ports": [443]},
+				    {"action": "redirect", "domain": "a.example", "to": "world"},
+				    {"action": "allow", "domain": "b.a.example"})"));
+	auto compiled = compile_policy(p, 7);
+	ASSERT_TRUE(compiled.compiled);
+	const CompiledPolicy& c = *compiled.compiled;
+	auto at = [&](const char* a, uint16_t port) {
+		return kernel_lookup(c, 7, *parse_address(a), port, AL_PROTO_TCP);
+	};
+	EXPECT_EQ(at("10.1.2.3", 80), (KernelDecision{false, 1, true})) << "redirect beats allow at /8";
+	EXPECT_EQ(at("10.9.1.1", 22), (KernelDecision{false, 2, false})) << "deny beats redirect at /16";
+	EXPECT_EQ(at("10.9.1.1", 80), (KernelDecision{false, 1, true})) << "the /16's other ports fall to the /8";
+	EXPECT_EQ(at("10.8.1.1", 80), (KernelDecision{true, 4, false})) << "a longer allow beats the redirect";
+	for (const char* a : {"10.1.2.3", "10.9.1.1", "10.8.1.1"})
+		for (uint16_t port : {22, 80, 443})
+			EXPECT_EQ(at(a, port), reference_decision(p, *parse_address(a), port, AL_PROTO_TCP)) << a << port;
+	EXPECT_EQ(reference_name_decision(p, "a.example", 443, AL_PROTO_TCP), (KernelDecision{false, 6, true}));
+	EXPECT_EQ(reference_name_decision(p, "b.a.example", 443, AL_PROTO_TCP), (KernelDecision{true, 7, false}));
+	const al_rule_set* rs = kernel_name_lookup(c, "a.example");
+	ASSERT_NE(rs, nullptr);
+	ASSERT_GE(rs->count, 1u);
+	EXPECT_EQ(rs->ranges[0].action, AL_ACTION_REDIRECT);
+	EXPECT_EQ(rs->ranges[0].rule, 6);
+}
+
+// A redirect to the world whose DNS is synthesized lets no query leave for
+// its names; to the resolvers, or to a simulator, queries may leave.
+TEST(PolicyWorld, QueriesLeaveOnlyWhereTheWorldDoesNotAnswerThem)
+{
+	auto query_flag = [](const std::string& extra, const std::string& to) {
+		Policy p = parse_ok(doc(R"({"action": "redirect", "domain": "x.example", "to": ")" + to + "\"}", extra));
+		auto c = compile_policy(p, 1);
+		EXPECT_TRUE(c.compiled);
+		const al_rule_set* rs = c.compiled ? kernel_name_lookup(*c.compiled, "x.example") : nullptr;
+		return rs && (rs->flags & AL_RS_QUERY);
+	};
+	EXPECT_FALSE(query_flag("", "world"));
+	EXPECT_TRUE(query_flag(R"(, "world": {"dns": "resolvers"})", "world"));
+	EXPECT_TRUE(query_flag("", "127.0.0.1:53"));
+}
+
+// Where a policy is enforced (run, attach, create, reload), what it relies on
+// that is not enforced yet refuses the whole policy, each rule named.
+TEST(PolicyWorld, APolicyThatReliesOnWhatIsNotEnforcedYetIsRefusedWhereItWouldBeEnforced)
+{
+	std::string dir = ::testing::TempDir() + "/airlock-world-" + std::to_string(::getpid());
+	std::filesystem::create_directories(dir);
+	std::string file = dir + "/w.json";
+	std::ofstream(file) << doc(R"({"action": "allow", "cidr": "10.0.0.0/8"},
+				      {"action": "redirect", "cidr": "0.0.0.0/0", "to": "world"},
+				      {"action": "allow", "domain": "a.com", "protocol": "tcp", "tls": {"sni": "require"},
+				       "budget": {"egress_bytes": 10}})");
+	auto loaded = load_policy(file);
+	ASSERT_FALSE(loaded);
+	EXPECT_EQ(loaded.rejection().lines,
+		  (Lines{file + ": rules/1/action: redirect is not enforced by this version of airlock",
+			 file + ": rules/2/tls: the SNI gate is not enforced by this version of airlock",
+			 file + ": rules/2/budget: byte budgets are not enforced by this version of airlock"}));
+	// The bundled world policy reads clean.
+	EXPECT_TRUE(parse_policy_file(std::string(AIRLOCK_SOURCE_DIR) + "/policies/eval-world.json").ok());
+	std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace airlock
