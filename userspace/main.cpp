@@ -279,16 +279,20 @@ int main(int argc, char** argv)
 		"uninstall", "Remove every sandbox, the pins, the cgroup parent and the state directory (no daemon may run)");
 	uninstall->add_flag("--force", uninstall_force,
 			    "Also when sandboxes have processes: airlock's own are killed, attached cgroups detached");
-	OciHookOptions hook_opts;
+	ops::OciHookOptions hook_opts;
 	auto* oci_hook = app.add_subcommand(
 		"oci-hook", "Container runtime hook (createRuntime or prestart): has the daemon enforce a container's "
 			    "policy before its program runs; the OCI state on standard input");
 	oci_hook->add_option("--default-policy", hook_opts.default_policy,
 			     "Policy for containers without the io.airlock.policy annotation (a name in the daemon's "
 			     "--policy-dir, or an absolute path); without it they are left alone");
+	oci_hook->add_option("--allow-policy", hook_opts.allowed,
+			     "A policy the annotation may name (repeat for each); without it, any policy of the daemon's "
+			     "--policy-dir");
 	oci_hook->footer(
 		"Exit status: 0 enforced, or nothing to enforce; 1 the container must not start (one line on "
-		"standard error: no daemon, a policy that is not a name, a rejected policy, a shared cgroup).");
+		"standard error: no daemon, a policy that is not a name or not allowed, a rejected policy, a shared "
+		"cgroup, a cgroup below another sandbox).");
 	auto* reload = app.add_subcommand("reload", "Swap a running sandbox's policy atomically");
 	reload->add_option("name", name, "Sandbox")->required()->check(kSandboxName);
 	reload->add_option("file", file, "New policy file")->required();

@@ -124,6 +124,18 @@ def main():
         expect(hook["when"] == {"annotations": {"^io\\.airlock\\.policy$": ".*"}}, f"when {hook['when']}")
 
         # The hook as the runtime runs it (its paths under the stand-in root).
+        expect(os.path.islink(os.path.join(root, "opt/airlock/current")), "/opt/airlock/current is not a link")
+        expect(sorted(os.listdir(os.path.join(root, "opt/airlock"))) ==
+               sorted(["current", os.readlink(os.path.join(root, "opt/airlock/current"))]),
+               f"what an upgrade left in /opt/airlock: {os.listdir(os.path.join(root, 'opt/airlock'))}")
+        expect("--allow-policy" in hook["hook"]["args"], "the hook lets pods choose any policy")
+        allowed = [hook["hook"]["args"][i + 1] for i, a in enumerate(hook["hook"]["args"]) if a == "--allow-policy"]
+        expect(set(allowed) <= {n[:-5] for n in cms["airlock-policies"]["data"]},
+               f"--allow-policy names a policy the ConfigMap lacks: {allowed}")
+        for name, text in cms["airlock-policies"]["data"].items():
+            expect(json.loads(text).get("mode", "enforce") == "enforce",
+                   f"{name}: an audit-mode policy a pod could choose lets it through")
+
         def on_node(p):
             return root + p if p.startswith("/opt/airlock/") else p
         argv = [on_node(hook["hook"]["path"])] + [on_node(a) for a in hook["hook"]["args"][1:]]

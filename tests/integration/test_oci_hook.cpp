@@ -308,6 +308,60 @@ TEST_F(OciHook, AnAnnotationThatIsNotAKnownPolicyNameStopsTheContainer)
 	EXPECT_TRUE(env().status()["sandboxes"].empty()) << env().status().dump();
 }
 
+// A container started again under its id (podman start, a restart policy)
+// gets its cgroup made again at once: it is enforced again, not refused
+// because the ended run's sandbox is still there.
+TEST_F(OciHook, AContainerStartedAgainAtOnceIsEnforcedAgain)
+{
+	Proc& daemon = start_daemon_with_policies();
+	podman->install_hook({"oci-hook"}, false);
+	Result c = it::run(podman->argv({"create", "--name", "again-" + env().id, "--network",
+					  "ns:" + env().topo->client_ns_path(), "--cgroup-parent", "/" + env().cgroup_parent + "-podman",
+					  "--annotation", "io.airlock.policy=agent", "localhost/airlock-it-busybox:latest",
+					  "nc", "-w", "1", kDenied4, "9006"}),
+			   60s);
+	ASSERT_EQ(c.status, 0) << c.describe();
+	std::string id = c.out.substr(0, c.out.find('\n'));
+	for (int run = 0; run < 2; run++) {
+		Result r = it::run(podman->argv({"start", "--attach", "again-" + env().id}), 60s);
+		EXPECT_EQ(r.status, 1) << "run " << run << ": " << r.describe() << daemon.describe();
+	}
+	size_t attached = 0;
+	for (const auto& j : events(env().audit(), "attached"))
+		attached += j.value("sandbox", "") == "ctr-" + id.substr(0, 12);
+	EXPECT_EQ(attached, 2u) << dump_lines(env().audit());
+	size_t denied = 0;
+	for (const auto& j : decisions(env().audit(), Violation("connect4", "no-rule", kDenied4, 9006)))
+		denied += j.value("sandbox", "") == "ctr-" + id.substr(0, 12);
+	EXPECT_EQ(denied, 2u) << dump_lines(env().audit());
+}
+
+// A sandbox that already decides for a cgroup above the container's (an
+// operator's attach of a whole slice) is not overruled by a policy a
+// container chose for itself: the deeper sandbox would decide instead.
+TEST_F(OciHook, AContainerBelowAnotherSandboxIsRefused)
+{
+	start_daemon_with_policies();
+	std::string slice = make_cgroup("slice");
+	std::string cg = slice + "/ctr";
+	ASSERT_EQ(::mkdir(cg.c_str(), 0755), 0);
+	Result a = env().airlock({"attach", "--cgroup", slice, "--policy", env().path("policies/agent.json"), "--name",
+				  "slice" + env().id});
+	ASSERT_EQ(a.status, 0) << a.describe();
+	Proc& p = env().start({"/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec sleep 60", cg}, "p");
+	ASSERT_TRUE(wait_until([&] { return cgroup_pids(cg).size() == 1; }, 5s));
+	json state = {{"ociVersion", "1.0.2"}, {"id", "below0001"}, {"status", "creating"}, {"pid", p.pid()},
+		      {"annotations", {{"io.airlock.policy", "agent"}}}};
+	Result r = it::run(env().airlock_argv({"oci-hook"}), 10s, state.dump());
+	EXPECT_EQ(r.status, 1) << r.describe();
+	EXPECT_NE(r.err.find(fmt::format("airlock oci-hook: container below0001: its cgroup {} is below sandbox 'slice{}' "
+					 "({}), whose policy decides there",
+					 cg, env().id, slice)),
+		  std::string::npos)
+		<< r.describe();
+	EXPECT_FALSE(env().status_of("ctr-below0001"));
+}
+
 // Without podman: a cgroup that holds other processes than the container's
 // is not the container's own, and is not enforced in its place.
 TEST_F(OciHook, ACgroupSharedWithOtherProcessesIsRefused)

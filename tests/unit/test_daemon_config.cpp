@@ -118,6 +118,16 @@ TEST(DaemonConfig, APolicyNameNeedsAPolicyDirectory)
 	EXPECT_EQ(lines[0], f + ": sandboxes/0/policy: a policy name needs \"policy_dir\"; or give an absolute path");
 }
 
+// The OCI hook names the sandboxes of containers ctr-ID: a declaration may
+// not take such a name (the hook's container would find it made).
+TEST(DaemonConfig, NamesStartingWithCtrAreTheHooks)
+{
+	std::string f;
+	auto lines = errors_of(R"({"policy_dir": "/p", "sandboxes": [{"name": "ctr-0123456789ab", "policy": "web"}]})", &f);
+	EXPECT_EQ(lines, std::vector<std::string>{f + ": sandboxes/0/name: 'ctr-0123456789ab': names starting with ctr- "
+							  "are the OCI hook's, for containers it attaches"});
+}
+
 TEST(DaemonConfig, InvalidJsonNamesLineAndColumn)
 {
 	std::string f;

@@ -27,7 +27,7 @@ json state(const std::string& status = "creating", json annotations = json::obje
 
 OciHookPlan plan(const json& s, const std::string& def = "")
 {
-	auto r = plan_oci_hook(s.dump(), def);
+	auto r = plan_oci_hook(s.dump(), airlock::ops::OciHookOptions{def, {}});
 	if (auto* e = std::get_if<std::string>(&r)) {
 		ADD_FAILURE() << s.dump() << ": " << *e;
 		return {};
@@ -37,7 +37,7 @@ OciHookPlan plan(const json& s, const std::string& def = "")
 
 std::string error_of(const std::string& text, const std::string& def = "agent")
 {
-	auto r = plan_oci_hook(text, def);
+	auto r = plan_oci_hook(text, airlock::ops::OciHookOptions{def, {}});
 	if (auto* e = std::get_if<std::string>(&r))
 		return *e;
 	return "(planned)";
@@ -62,8 +62,37 @@ TEST(OciHookPlan, TheAnnotationNamesThePolicyAndTheIdTheSandbox)
 	EXPECT_EQ(p.pid, 4242);
 	EXPECT_EQ(p.container, kId);
 	EXPECT_EQ(p.name, "ctr-02fcfc6add05");
-	// prestart in runtimes that say "created" there
-	EXPECT_EQ(plan(state("created", {{"io.airlock.policy", "a"}})).action, Action::Attach);
+	// Any other status than "creating" is a later stage: too late, or inside the container.
+	EXPECT_EQ(error_of(state("created", {{"io.airlock.policy", "a"}}).dump()),
+		  "container " + kId + ": its status is 'created': airlock oci-hook belongs to the createRuntime or "
+				       "prestart stage, before the container's program runs");
+}
+
+TEST(OciHookPlan, OnlyAllowedPoliciesMayBeChosenByAnnotation)
+{
+	airlock::ops::OciHookOptions o{"agent", {"agent", "research"}};
+	auto ok = plan_oci_hook(state("creating", {{"io.airlock.policy", "research"}}).dump(), o);
+	ASSERT_TRUE(std::holds_alternative<OciHookPlan>(ok));
+	EXPECT_EQ(std::get<OciHookPlan>(ok).policy, "research");
+	auto no = plan_oci_hook(state("creating", {{"io.airlock.policy", "audit-learn"}}).dump(), o);
+	ASSERT_TRUE(std::holds_alternative<std::string>(no));
+	EXPECT_EQ(std::get<std::string>(no), "container " + kId +
+						     ": annotation io.airlock.policy='audit-learn' is not a policy "
+						     "containers may choose here (agent, research)");
+	// The default is the operator's: not limited by the list.
+	auto def = plan_oci_hook(state().dump(), airlock::ops::OciHookOptions{"strict", {"agent"}});
+	ASSERT_TRUE(std::holds_alternative<OciHookPlan>(def));
+	EXPECT_EQ(std::get<OciHookPlan>(def).policy, "strict");
+}
+
+TEST(OciHookPlan, APodsInfrastructureContainerIsLeftAlone)
+{
+	for (const char* key : {"io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType"}) {
+		auto p = plan(state("creating", {{"io.airlock.policy", "agent"}, {key, "sandbox"}}), "agent");
+		EXPECT_EQ(p.action, Action::Nothing) << key;
+		auto c = plan(state("creating", {{"io.airlock.policy", "agent"}, {key, "container"}}), "agent");
+		EXPECT_EQ(c.action, Action::Attach) << key;
+	}
 }
 
 TEST(OciHookPlan, TheDefaultPolicyTakesAContainerWithoutTheAnnotation)
@@ -82,8 +111,21 @@ TEST(OciHookPlan, AShortIdIsTheNameWholeALongOneByItsFirst12)
 	EXPECT_EQ(plan(s, "p").name, "ctr-agent-run-0001");
 	s["id"] = std::string(59, 'a');
 	EXPECT_EQ(plan(s, "p").name, "ctr-" + std::string(59, 'a'));
-	s["id"] = std::string(60, 'b');
+	// 64 hex digits: the first 12; any other long id: its first 38 and a
+	// hash of the whole, so that ids alike in their first characters differ.
+	s["id"] = std::string(64, 'b');
 	EXPECT_EQ(plan(s, "p").name, "ctr-bbbbbbbbbbbb");
+	s["id"] = std::string(59, 'x') + "-run-1";
+	std::string one = plan(s, "p").name;
+	s["id"] = std::string(59, 'x') + "-run-2";
+	std::string two = plan(s, "p").name;
+	EXPECT_NE(one, two);
+	EXPECT_EQ(one.rfind("ctr-" + std::string(38, 'x') + "-", 0), 0u) << one;
+	EXPECT_EQ(one.size(), 4 + 38 + 1 + 16u);
+	EXPECT_EQ(plan(s, "p").name, two) << "the same id, the same name";
+	// An id a sandbox cannot be named after, with no policy for it: nothing, not an error.
+	s["id"] = "a+b";
+	EXPECT_EQ(plan(s).action, Action::Nothing);
 }
 
 TEST(OciHookPlan, AStoppedContainerIsLeftToTheDaemon)
@@ -118,11 +160,9 @@ TEST(OciHookPlan, StatesItCannotActOnAreOneLineEach)
 		  "the container state on standard input is not a JSON object (is this run by an OCI runtime's hook?)");
 	EXPECT_EQ(error_of(R"({"status":"creating","pid":1})"), "the container state has no \"id\"");
 	EXPECT_EQ(error_of(R"({"id":"a/b","status":"creating","pid":1})"),
-		  "container a/b: its id is not one airlock names a sandbox after (A-Z a-z 0-9 . _ -, starting with a "
-		  "letter or digit)");
+		  "container a/b: its id is not one airlock names a sandbox after (A-Z a-z 0-9 . _ -)");
 	EXPECT_EQ(error_of(R"({"id":"x\u0001","status":"creating","pid":1})"),
-		  "container x\\x01: its id is not one airlock names a sandbox after (A-Z a-z 0-9 . _ -, starting with "
-		  "a letter or digit)");
+		  "container x\\x01: its id is not one airlock names a sandbox after (A-Z a-z 0-9 . _ -)");
 	EXPECT_EQ(error_of(json{{"id", kId}, {"pid", 1}}.dump()), who + "the state has no \"status\"");
 	EXPECT_EQ(error_of(state("running").dump()),
 		  who + "its status is 'running': airlock oci-hook belongs to the createRuntime or prestart stage, "

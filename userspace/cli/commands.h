@@ -6,6 +6,7 @@
 #include "events/audit_bound.h"
 #include "policy/suggest.h"
 #include "daemon/daemon.h"
+#include "ops/oci_hook.h"
 #include "ops/run.h"
 #include "sandbox/state.h"
 #include "util/exit_code.h"
@@ -30,10 +31,6 @@ struct AttachOptions {
 	bool log_allowed = false;
 };
 
-struct OciHookOptions {
-	std::string default_policy;  // for containers without the io.airlock.policy annotation; "" none
-};
-
 int cmd_policy_check(const std::vector<std::string>& files);
 int cmd_policy_show(const std::string& file);
 int cmd_policy_suggest(const std::string& audit_log, const SuggestOptions& o);
@@ -50,7 +47,7 @@ int cmd_sandbox_delete(const Paths&, const std::string& name);
 int cmd_events(const Paths&, const std::string& sandbox, bool follow);
 int cmd_uninstall(const Paths&, bool force);
 // The container runtime's hook: the container's state on standard input.
-int cmd_oci_hook(const Paths&, const OciHookOptions&);
+int cmd_oci_hook(const Paths&, const ops::OciHookOptions&);
 // A policy argument as the daemon must see it: an existing file by its
 // absolute path; anything else unchanged (a name in the daemon's policy dir).
 std::string policy_argument(const std::string& arg);

@@ -15,6 +15,8 @@
 #include "cli/commands.h"
 #include "ops/control.h"
 #include "ops/oci_hook.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/state.h"
 #include "util/error.h"
 #include "util/text.h"
 
@@ -51,7 +53,7 @@ int refuse(const std::string& line)
 
 }  // namespace
 
-int cmd_oci_hook(const Paths& paths, const OciHookOptions& o)
+int cmd_oci_hook(const Paths& paths, const ops::OciHookOptions& o)
 {
 	std::string state;
 	try {
@@ -59,7 +61,7 @@ int cmd_oci_hook(const Paths& paths, const OciHookOptions& o)
 	} catch (const std::exception& e) {
 		return refuse(e.what());
 	}
-	auto planned = ops::plan_oci_hook(state, o.default_policy);
+	auto planned = ops::plan_oci_hook(state, o);
 	if (auto* error = std::get_if<std::string>(&planned))
 		return refuse(*error + "; the container is not started");
 	const auto& plan = std::get<ops::OciHookPlan>(planned);
@@ -87,6 +89,16 @@ int cmd_oci_hook(const Paths& paths, const OciHookOptions& o)
 			return refuse(no_daemon);
 		Request req = Request::of(Request::Cmd::Attach, plan.name);
 		req.cgroup = ops::container_cgroup(plan.pid);
+		// A container's policy never goes below a sandbox that already
+		// decides for its cgroup: the deeper sandbox would decide instead.
+		for (const auto& r : load_records(paths))
+			if (req.cgroup.rfind(r.cgroup + "/", 0) == 0)
+				return refuse(fmt::format("{}: its cgroup {} is below sandbox '{}' ({}), whose policy "
+							  "decides there; airlock does not put a container's own policy "
+							  "beneath it; the container is not started",
+							  who, req.cgroup, r.name, r.cgroup));
+		// The daemon attaches this very cgroup, or none.
+		req.cgroup_id = cgroup::id_of(req.cgroup);
 		req.policy = plan.policy;
 		auto answer = daemon_call(paths, req);
 		if (!answer)

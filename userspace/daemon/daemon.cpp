@@ -191,8 +191,12 @@ struct Daemon {
 		if (q.cmd == Request::Cmd::Attach) {
 			n.cgroup = q.cgroup;
 			n.pid = q.pid;
+			n.cgroup_id = q.cgroup_id;
 			if (n.cgroup.empty() && n.pid <= 0)
 				fail("attach: give a cgroup or a pid");
+			// A container restarted under the same id makes its cgroup
+			// again at once: the ended one's sandbox goes first.
+			release_removed();
 		} else {
 			n.managed = true;
 			n.runner_pid = q.runner_pid;

@@ -123,6 +123,10 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
 				else if (!d.name.empty() && !valid_sandbox_name(d.name))
 					r.error(path + "/name",
 						not_a_sandbox_name(d.name));
+				else if (d.name.rfind("ctr-", 0) == 0)
+					r.error(path + "/name", fmt::format("'{}': names starting with ctr- are the OCI hook's, "
+									    "for containers it attaches",
+									    d.name));
 				else if (!d.name.empty() && !names.insert(d.name).second)
 					r.error(path + "/name", fmt::format("sandbox '{}' is declared twice", d.name));
 				if (!s.contains("policy"))

@@ -1,5 +1,6 @@
 #include "ops/oci_hook.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -50,14 +51,39 @@ std::string container_cgroup(int pid)
 
 std::string container_sandbox_name(const std::string& id)
 {
-	// Ids of 64 hex digits (podman, CRI-O, containerd) are known by their
-	// first 12, as `podman ps` shows them; shorter ones, chosen by a
-	// person, whole.
-	std::string name = "ctr-" + (id.size() <= 59 ? id : id.substr(0, 12));
-	return valid_sandbox_name(name) ? name : "";
+	if (id.size() <= 59) {
+		std::string name = "ctr-" + id;
+		return valid_sandbox_name(name) ? name : "";
+	}
+	bool hex64 = id.size() == 64 && std::all_of(id.begin(), id.end(), [](unsigned char c) {
+			     return std::isdigit(c) || (c >= 'a' && c <= 'f');
+		     });
+	if (hex64)
+		return "ctr-" + id.substr(0, 12);
+	if (!valid_sandbox_name("ctr-" + id.substr(0, 59)) ||
+	    !std::all_of(id.begin(), id.end(), [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '_' || c == '-'; }))
+		return "";
+	uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits: the same name for the same id
+	for (unsigned char c : id)
+		h = (h ^ c) * 1099511628211ull;
+	return fmt::format("ctr-{}-{:016x}", id.substr(0, 38), h);
 }
 
-std::variant<OciHookPlan, std::string> plan_oci_hook(std::string_view state, const std::string& default_policy)
+namespace {
+
+// The infrastructure container of a pod (the pause container), which runs
+// nothing of the workload: CRI-O and containerd say so in annotations.
+bool infrastructure_container(const json& annotations)
+{
+	for (const char* key : {"io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType"})
+		if (annotations.contains(key) && annotations[key].is_string() && annotations[key].get<std::string>() == "sandbox")
+			return true;
+	return false;
+}
+
+}  // namespace
+
+std::variant<OciHookPlan, std::string> plan_oci_hook(std::string_view state, const OciHookOptions& options)
 {
 	json j = json::parse(state, nullptr, false);
 	if (!j.is_object())
@@ -68,41 +94,50 @@ std::variant<OciHookPlan, std::string> plan_oci_hook(std::string_view state, con
 		return std::string("the container state has no \"id\"");
 	p.container = j["id"].get<std::string>();
 	std::string who = "container " + printable(p.container);
-	p.name = container_sandbox_name(p.container);
-	if (p.name.empty())
-		return fmt::format("{}: its id is not one airlock names a sandbox after (A-Z a-z 0-9 . _ -, starting "
-				   "with a letter or digit)", who);
 	if (!j.contains("status") || !j["status"].is_string())
 		return fmt::format("{}: the state has no \"status\"", who);
 	std::string status = j["status"].get<std::string>();
 
+	json annotations = json::object();
 	if (j.contains("annotations") && !j["annotations"].is_null()) {
-		const json& a = j["annotations"];
-		if (!a.is_object())
+		if (!j["annotations"].is_object())
 			return fmt::format("{}: \"annotations\" is not an object", who);
-		if (a.contains(kPolicyAnnotation)) {
-			if (!a[kPolicyAnnotation].is_string())
-				return fmt::format("{}: annotation {} is not a string", who, kPolicyAnnotation);
-			std::string v = a[kPolicyAnnotation].get<std::string>();
-			if (!is_policy_name(v))
-				return fmt::format("{}: annotation {}='{}' is not a policy name (a name in the daemon's "
-						   "policy directory: 1-128 of A-Z a-z 0-9 . _ -; a container never names "
-						   "a file)",
-						   who, kPolicyAnnotation, printable(v));
-			p.policy = v;
-			p.policy_from_annotation = true;
+		annotations = j["annotations"];
+	}
+	if (annotations.contains(kPolicyAnnotation)) {
+		if (!annotations[kPolicyAnnotation].is_string())
+			return fmt::format("{}: annotation {} is not a string", who, kPolicyAnnotation);
+		std::string v = annotations[kPolicyAnnotation].get<std::string>();
+		if (!is_policy_name(v))
+			return fmt::format("{}: annotation {}='{}' is not a policy name (a name in the daemon's policy "
+					   "directory: 1-128 of A-Z a-z 0-9 . _ -; a container never names a file)",
+					   who, kPolicyAnnotation, printable(v));
+		if (!options.allowed.empty() &&
+		    std::find(options.allowed.begin(), options.allowed.end(), v) == options.allowed.end()) {
+			std::string list;
+			for (const auto& a : options.allowed)
+				list += (list.empty() ? "" : ", ") + a;
+			return fmt::format("{}: annotation {}='{}' is not a policy containers may choose here ({})", who,
+					   kPolicyAnnotation, printable(v), list);
 		}
+		p.policy = v;
+		p.policy_from_annotation = true;
 	}
 	if (p.policy.empty())
-		p.policy = default_policy;
-	if (p.policy.empty())
-		return p;  // Nothing: no annotation, no default
+		p.policy = options.default_policy;
+	if (p.policy.empty() || infrastructure_container(annotations))
+		return p;  // Nothing
 
+	p.name = container_sandbox_name(p.container);
+	if (p.name.empty())
+		return fmt::format("{}: its id is not one airlock names a sandbox after (A-Z a-z 0-9 . _ -)", who);
 	if (status == "stopped") {
 		p.action = OciHookPlan::Action::Stopped;
 		return p;
 	}
-	if (status != "creating" && status != "created")
+	// createRuntime and prestart see "creating"; later stages run inside
+	// the container or after its program started.
+	if (status != "creating")
 		return fmt::format("{}: its status is '{}': airlock oci-hook belongs to the createRuntime or prestart "
 				   "stage, before the container's program runs",
 				   who, printable(status));

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace airlock::ops {
 
@@ -20,20 +21,25 @@ inline constexpr const char* kPolicyAnnotation = "io.airlock.policy";
 
 struct OciHookPlan {
 	enum class Action {
-		Nothing,  // no policy for this container: it runs unenforced, as without the hook
+		Nothing,  // no policy for this container (or a pod's infrastructure container): left alone
 		Attach,   // attach the cgroup of pid under policy, as sandbox name
 		Stopped,  // the container has stopped: the daemon lets go of its sandbox once the cgroup is gone
 	};
 	Action action = Action::Nothing;
 	std::string container;  // the container's id
-	std::string name;       // the sandbox's name: ctr-ID (ctr-ID[0:12] for ids longer than 59 characters)
+	std::string name;       // the sandbox's name: container_sandbox_name(container)
 	std::string policy;     // a name in the daemon's policy directory, or the default
 	bool policy_from_annotation = false;
 	int pid = 0;
 };
 
+struct OciHookOptions {
+	std::string default_policy;              // for containers without the annotation; "" none
+	std::vector<std::string> allowed;        // the policies an annotation may name; empty: any in the directory
+};
+
 // The error is one line naming what is wrong ("container ID: ...").
-std::variant<OciHookPlan, std::string> plan_oci_hook(std::string_view state, const std::string& default_policy);
+std::variant<OciHookPlan, std::string> plan_oci_hook(std::string_view state, const OciHookOptions& options);
 
 // The cgroup of a container's process, checked to be the container's own:
 // it holds that process and no other (a runtime run with cgroups disabled
@@ -41,7 +47,10 @@ std::variant<OciHookPlan, std::string> plan_oci_hook(std::string_view state, con
 // instead). Throws a line naming what is wrong.
 std::string container_cgroup(int pid);
 
-// The sandbox name of a container id ("" when the id is not one airlock takes).
+// The sandbox name of a container id: ctr- and the id whole up to 59
+// characters; of a longer id, its first 12 when it is 64 hex digits (as
+// `podman ps` shows them), else its first 38 and a hash of the whole id.
+// "" when the id has characters a sandbox name cannot.
 std::string container_sandbox_name(const std::string& id);
 
 }  // namespace airlock::ops

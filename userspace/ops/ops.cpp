@@ -293,6 +293,9 @@ Result<SandboxRecord> add(const Paths& paths, const NewSandbox& o, std::string* 
 	{
 		FileLock lock(paths.lock_file());
 		std::string cg = attach ? resolve_attach_target(paths, o.cgroup, o.pid) : "";
+		if (attach && o.cgroup_id && cgroup::id_of(cg) != o.cgroup_id)
+			fail("{} is not the cgroup asked for (id {}, asked {}): it was removed and made again", cg,
+			     cgroup::id_of(cg), o.cgroup_id);
 		std::string name = !o.name.empty() ? o.name : default_name(cg);
 		if (!valid_sandbox_name(name))
 			fail("{}{}", not_a_sandbox_name(name), attach ? ": give one with --name" : "");
@@ -343,6 +346,18 @@ std::string detach(const Paths& paths, const std::string& name)
 bool cgroup_removed(const SandboxRecord& r)
 {
 	if (!r.attached || !r.cgroup_id)
+		return false;
+	// Judged only under the cgroup2 mount as the record knows it: a
+	// daemon that sees another tree (another mount, a missing one) lets
+	// nothing go.
+	std::error_code ec;
+	std::string mount;
+	try {
+		mount = cgroup::mount_point();
+	} catch (const std::exception&) {
+		return false;
+	}
+	if (r.cgroup.rfind(mount + "/", 0) != 0 || !std::filesystem::exists(mount + "/cgroup.controllers", ec))
 		return false;
 	struct stat st;
 	if (::stat(r.cgroup.c_str(), &st) != 0)

@@ -39,6 +39,7 @@ struct NewSandbox {
 	// process whose cgroup it is. Neither: a new cgroup under the parent.
 	std::string cgroup;
 	int pid = 0;
+	uint64_t cgroup_id = 0;  // if set: the cgroup found must be this one
 	bool managed = false;  // made through the daemon, which supervises it
 	int runner_pid = 0;    // `airlock run` through the daemon
 	AuditBound audit_bound;

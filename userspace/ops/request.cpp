@@ -35,7 +35,7 @@ const std::array<CmdSpec, 10> kCmds = {{
 	{Cmd::Thaw, "thaw", true, {"name"}},
 	{Cmd::Kill, "kill", true, {"name"}},
 	{Cmd::Reload, "reload", true, {"name", "policy"}},
-	{Cmd::Attach, "attach", false, {"cgroup", "pid"}},
+	{Cmd::Attach, "attach", false, {"cgroup", "pid", "cgroup_id"}},
 	{Cmd::Create, "create", false, {"runner_pid"}},
 	{Cmd::Detach, "detach", true, {"name"}},
 	{Cmd::Delete, "delete", true, {"name"}},
@@ -126,6 +126,8 @@ Request parse_object(const json& j)
 			r.cgroup = string_of(v, key);
 		} else if (key == "pid") {
 			r.pid = unsigned_of<int>(v, key, std::numeric_limits<int>::max());
+		} else if (key == "cgroup_id") {
+			r.cgroup_id = unsigned_of<uint64_t>(v, key, std::numeric_limits<uint64_t>::max());
 		} else if (key == "runner_pid") {
 			r.runner_pid = unsigned_of<int>(v, key, std::numeric_limits<int>::max());
 		} else if (key == "sandbox") {
@@ -181,6 +183,7 @@ std::string to_line(const Request& r)
 	put("audit_log_keep", r.audit_bound.keep.value_or(0), r.audit_bound.keep.has_value());
 	put("cgroup", r.cgroup, !r.cgroup.empty());
 	put("pid", r.pid, r.pid > 0);
+	put("cgroup_id", r.cgroup_id, r.cgroup_id > 0);
 	put("runner_pid", r.runner_pid, r.runner_pid > 0);
 	put("sandbox", r.sandbox, !r.sandbox.empty());
 	put("follow", r.follow, r.follow);

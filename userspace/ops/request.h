@@ -23,6 +23,7 @@ struct Request {
 	bool log_allowed = false;
 	std::string cgroup;     // attach: a cgroup path ...
 	int pid = 0;            // ... or the cgroup of this process
+	uint64_t cgroup_id = 0; // attach: if set, the cgroup must be this one (the OCI hook checked it)
 	int runner_pid = 0;     // create: the `airlock run` that waits for the sandbox
 	std::string sandbox;    // events: one sandbox's, or "" for all
 	bool follow = false;    // events: keep sending new lines
