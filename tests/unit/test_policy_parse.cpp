@@ -9,22 +9,14 @@
 
 #include "policy/compile.h"
 #include "policy/policy.h"
+#include "policy_text.h"
 
 namespace airlock {
 namespace {
 
-const char* kFile = "p.json";
-
-std::vector<std::string> errors_of(const std::string& text)
-{
-	ParseResult r = parse_policy_text(text, kFile);
-	std::vector<std::string> out;
-	for (const auto& e : r.errors)
-		out.push_back(e.str());
-	// A result is either a policy or errors, never both or neither.
-	EXPECT_EQ(r.ok(), out.empty()) << text;
-	return out;
-}
+using policy_test::errors_of;
+using policy_test::kFile;
+using policy_test::parse_ok;
 
 // A document around one rule, or around a "dns" object.
 std::string with_rule(const std::string& rule)
@@ -35,15 +27,6 @@ std::string with_rule(const std::string& rule)
 std::string with_dns(const std::string& dns)
 {
 	return R"({"version": 1, "name": "t", "rules": [], "dns": )" + dns + "}";
-}
-
-Policy parse_ok(const std::string& text)
-{
-	ParseResult r = parse_policy_text(text, kFile);
-	for (const auto& e : r.errors)
-		ADD_FAILURE() << e.str();
-	EXPECT_TRUE(r.ok()) << text;
-	return r.policy.value_or(Policy{});
 }
 
 Rule only_rule(const std::string& rule)

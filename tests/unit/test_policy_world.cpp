@@ -12,34 +12,19 @@
 
 #include "policy/compile.h"
 #include "policy/policy.h"
+#include "policy_text.h"
 #include "sandbox/sandbox.h"
 
 namespace airlock {
 namespace {
 
-const char* kFile = "p.json";
-
-std::vector<std::string> errors_of(const std::string& text)
-{
-	ParseResult r = parse_policy_text(text, kFile);
-	std::vector<std::string> out;
-	for (const auto& e : r.errors)
-		out.push_back(e.str());
-	EXPECT_EQ(r.ok(), out.empty()) << text;
-	return out;
-}
+using policy_test::errors_of;
+using policy_test::kFile;
+using policy_test::parse_ok;
 
 std::string doc(const std::string& rules, const std::string& extra = "")
 {
 	return R"({"version": 1, "name": "t", "rules": [)" + rules + "]" + extra + "}";
-}
-
-Policy parse_ok(const std::string& text)
-{
-	ParseResult r = parse_policy_text(text, kFile);
-	for (const auto& e : r.errors)
-		ADD_FAILURE() << e.str();
-	return r.policy.value_or(Policy{});
 }
 
 using Lines = std::vector<std::string>;

@@ -575,9 +575,8 @@ public:
 			const json& n = v["max_body_bytes"];
 			std::string np = join(path, "max_body_bytes");
 			if (expect(n, np, n.is_number_integer() || n.is_number_unsigned(), "an integer")) {
-				if (n.is_number_integer() && n.get<int64_t>() < 0)
-					error(np, fmt::format("{} is out of range (0-{})", n.dump(), 16u << 20));
-				else if (n.get<uint64_t>() > (16u << 20))
+				bool negative = n.is_number_integer() && n.get<int64_t>() < 0;
+				if (negative || n.get<uint64_t>() > (16u << 20))
 					error(np, fmt::format("{} is out of range (0-{})", n.dump(), 16u << 20));
 				else
 					w.max_body_bytes = n.get<uint64_t>();
