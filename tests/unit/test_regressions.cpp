@@ -81,6 +81,10 @@ TEST(Regressions, KeysInJsonPathsAreEscaped)
 		  "(0-65535)");
 	EXPECT_EQ(policy_errors(R"({"version": 1, "name": "a", "rules": [], "x\ny": {"k": 1, "k": 2}})"),
 		  (Lines{"p.json: x\\x0ay: duplicate key 'k'", "p.json: (root): unknown key 'x\\x0ay'"}));
+	// A canned response's header names are keys too (found by fuzz_policy).
+	EXPECT_EQ(only_error(R"({"version": 1, "name": "a", "rules": [{"action": "redirect", "cidr": "0.0.0.0/0",
+		  "to": "world"}], "world": {"responses": [{"host": "*", "headers": {"Conte\nt-Type": "x"}}]}})"),
+		  "p.json: world/responses/0/headers/Conte\\x0at-Type: is not an HTTP header name");
 }
 
 // The daemon's configuration echoed keys and values as JSON, which leaves

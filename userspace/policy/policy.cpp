@@ -643,7 +643,7 @@ public:
 			std::string hp = join(path, "headers");
 			if (expect(h, hp, h.is_object(), "an object")) {
 				for (auto it = h.begin(); it != h.end(); ++it) {
-					std::string kp = join(hp, it.key());
+					std::string kp = join(hp, printable(it.key()));
 					bool name_ok = !it.key().empty() &&
 						       std::all_of(it.key().begin(), it.key().end(), [](unsigned char c) {
 							       return std::isalnum(c) || c == '-';
