@@ -11,13 +11,12 @@
 // hierarchy: nothing of the host's containers is touched.
 #include <signal.h>
 
-#include <fstream>
 #include <filesystem>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "daemon_fixture.h"
+#include "util/mountinfo.h"
 
 namespace it {
 namespace {
@@ -26,39 +25,15 @@ namespace fs = std::filesystem;
 
 constexpr const char* kImage = "localhost/airlock-it-busybox:latest";
 
-// Every cgroup mount (v1 hierarchies included, where podman also makes the
-// parent): their mount points, from /proc/self/mountinfo.
+// Every cgroup mount point, v1 hierarchies included (podman makes the
+// parent in each).
 std::vector<std::string> cgroup_mounts()
 {
 	std::vector<std::string> out;
-	std::ifstream in("/proc/self/mountinfo");
-	for (std::string line; std::getline(in, line);) {
-		auto dash = line.find(" - ");
-		if (dash == std::string::npos)
-			continue;
-		std::istringstream after(line.substr(dash + 3));
-		std::string fstype;
-		after >> fstype;
-		if (fstype != "cgroup" && fstype != "cgroup2")
-			continue;
-		std::istringstream before(line.substr(0, dash));
-		std::string f;
-		for (int i = 0; i < 5 && before >> f; i++) {
-		}
-		out.push_back(f);
-	}
+	for (const auto& m : airlock::read_mountinfo())
+		if (m.fstype == "cgroup" || m.fstype == "cgroup2")
+			out.push_back(m.point);
 	return out;
-}
-
-void rmdir_tree(const std::string& path) noexcept
-{
-	std::error_code ec;
-	if (!fs::is_directory(path, ec))
-		return;
-	for (const auto& e : fs::directory_iterator(path, ec))
-		if (e.is_directory(ec))
-			rmdir_tree(e.path().string());
-	::rmdir(path.c_str());
 }
 
 class Podman {
@@ -88,7 +63,7 @@ public:
 		run(argv({"rm", "--all", "--force", "--time", "0"}), 60s);
 		// Its cgroups, in every hierarchy: the containers' are gone with them.
 		for (const auto& m : cgroup_mounts())
-			rmdir_tree(m + "/" + cgroup_parent_);
+			remove_cgroup_tree(m + "/" + cgroup_parent_);
 	}
 
 	// The hook, as a podman hooks directory describes it.

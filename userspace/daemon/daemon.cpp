@@ -196,7 +196,7 @@ struct Daemon {
 				fail("attach: give a cgroup or a pid");
 			// A container restarted under the same id makes its cgroup
 			// again at once: the ended one's sandbox goes first.
-			release_removed();
+			release_removed(load_records(paths));
 		} else {
 			n.managed = true;
 			n.runner_pid = q.runner_pid;
@@ -466,15 +466,19 @@ struct Daemon {
 	// Attached sandboxes whose cgroup is gone (a container ended and its
 	// runtime removed the cgroup): what their rings still hold is read,
 	// then they are let go, so that ended containers leave no slot taken.
-	void release_removed()
+	// Returns whether any was let go.
+	bool release_removed(const std::vector<SandboxRecord>& records)
 	{
-		for (const auto& r : load_records(paths)) {
+		bool released = false;
+		for (const auto& r : records) {
 			if (!ops::cgroup_removed(r))
 				continue;
 			drop(r.name);
 			try {
-				if (ops::release_if_removed(paths, r.name))
+				if (ops::release_if_removed(paths, r.name)) {
 					spdlog::info("{}: its cgroup {} was removed; let go", r.name, r.cgroup);
+					released = true;
+				}
 			} catch (const std::exception& e) {
 				std::string& last = supervise_errors[r.name];
 				if (last != e.what())
@@ -483,13 +487,15 @@ struct Daemon {
 				last = e.what();
 			}
 		}
+		return released;
 	}
 
 	// Takes up sandboxes that nobody runs, lets go of those that are gone.
 	void rescan()
 	{
-		release_removed();
 		auto records = load_records(paths);
+		if (release_removed(records))
+			records = load_records(paths);
 		std::map<std::string, const SandboxRecord*> by_name;
 		for (const auto& r : records)
 			by_name[r.name] = &r;
