@@ -52,35 +52,35 @@ int al_sock_create(struct bpf_sock *sk)
 	return al_finish(AL_HOOK_SOCK_CREATE, sb, c, cgid, &dst, &d, 0);
 }
 
-static __always_inline int al_addr4(struct bpf_sock_addr *ctx, __u8 hook)
+static __always_inline int al_addr4(struct bpf_sock_addr *ctx, __u8 hook, int connect)
 {
 	struct al_dest dst = { .protocol = (__u8)ctx->protocol };
 
 	al_dest_ip4(&dst, ctx->user_ip4);
 	dst.port = bpf_ntohs((__u16)ctx->user_port);
-	return al_decide_task(hook, &dst);
+	return al_decide_task(hook, &dst, ctx, 0, connect);
 }
 
-static __always_inline int al_addr6(struct bpf_sock_addr *ctx, __u8 hook)
+static __always_inline int al_addr6(struct bpf_sock_addr *ctx, __u8 hook, int connect)
 {
 	struct al_dest dst = { .protocol = (__u8)ctx->protocol };
 	__u32 ip6[4] = { ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2], ctx->user_ip6[3] };
 
 	al_dest_ip6(&dst, ip6);
 	dst.port = bpf_ntohs((__u16)ctx->user_port);
-	return al_decide_task(hook, &dst);
+	return al_decide_task(hook, &dst, ctx, 1, connect);
 }
 
 SEC("cgroup/connect4")
 int al_connect4(struct bpf_sock_addr *ctx)
 {
-	return al_addr4(ctx, AL_HOOK_CONNECT4);
+	return al_addr4(ctx, AL_HOOK_CONNECT4, 1);
 }
 
 SEC("cgroup/connect6")
 int al_connect6(struct bpf_sock_addr *ctx)
 {
-	return al_addr6(ctx, AL_HOOK_CONNECT6);
+	return al_addr6(ctx, AL_HOOK_CONNECT6, 1);
 }
 
 /* A connected UDP socket that sends with ancillary data reaches sendmsg with
@@ -96,9 +96,9 @@ int al_sendmsg4(struct bpf_sock_addr *ctx)
 
 		al_dest_ip4(&dst, sk->dst_ip4);
 		dst.port = bpf_ntohs(sk->dst_port);
-		return al_decide_task(AL_HOOK_SENDMSG4, &dst);
+		return al_decide_task(AL_HOOK_SENDMSG4, &dst, ctx, 0, 0);
 	}
-	return al_addr4(ctx, AL_HOOK_SENDMSG4);
+	return al_addr4(ctx, AL_HOOK_SENDMSG4, 0);
 }
 
 SEC("cgroup/sendmsg6")
@@ -114,9 +114,55 @@ int al_sendmsg6(struct bpf_sock_addr *ctx)
 
 		al_dest_ip6(&dst, ip6);
 		dst.port = bpf_ntohs(sk->dst_port);
-		return al_decide_task(AL_HOOK_SENDMSG6, &dst);
+		return al_decide_task(AL_HOOK_SENDMSG6, &dst, ctx, 1, 0);
 	}
-	return al_addr6(ctx, AL_HOOK_SENDMSG6);
+	return al_addr6(ctx, AL_HOOK_SENDMSG6, 0);
+}
+
+/* A redirected socket's peer is where it meant to go. */
+SEC("cgroup/getpeername4")
+int al_getpeername4(struct bpf_sock_addr *ctx)
+{
+	struct al_sk_origin *so = al_redirected(ctx);
+
+	if (so && so->origin.family == AL_FAMILY_IPV4) {
+		ctx->user_ip4 = *(__u32 *)so->origin.addr;
+		ctx->user_port = bpf_htons(so->origin.port);
+	}
+	return 1;
+}
+
+SEC("cgroup/getpeername6")
+int al_getpeername6(struct bpf_sock_addr *ctx)
+{
+	struct al_sk_origin *so = al_redirected(ctx);
+
+	if (!so)
+		return 1;
+	const __u32 *a = (const __u32 *)so->origin.addr;
+	if (so->origin.family == AL_FAMILY_IPV4) {
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0x0000ffff);
+		ctx->user_ip6[3] = a[0];
+	} else {
+		ctx->user_ip6[0] = a[0];
+		ctx->user_ip6[1] = a[1];
+		ctx->user_ip6[2] = a[2];
+		ctx->user_ip6[3] = a[3];
+	}
+	ctx->user_port = bpf_htons(so->origin.port);
+	return 1;
+}
+
+/* TCP events of the sandbox's sockets: a redirected connection's origin is
+ * filed as it starts. */
+SEC("sockops")
+int al_sockops(struct bpf_sock_ops *skops)
+{
+	if (skops->op == BPF_SOCK_OPS_TCP_CONNECT_CB)
+		al_file_origin(skops);
+	return 1;
 }
 
 /* Unix sockets (Linux 6.7+). The sections are the inet ones that libbpf
@@ -186,8 +232,12 @@ int al_egress(struct __sk_buff *skb)
 			d.verdict = AL_VERDICT_DENY;
 			d.reason = bad;
 			d.err_site = dst.err_site;
-		} else {
+		} else if (!al_redirect_egress(skb, sb, &dst, &d)) {
 			al_decide_dest(sb, &dst, AL_HOOK_EGRESS, &d);
+			if (d.reason == AL_REASON_REDIRECT) {
+				d.verdict = AL_VERDICT_DENY;
+				d.reason = AL_REASON_NOT_REDIRECTED;
+			}
 			if (d.verdict == AL_VERDICT_ALLOW && al_is_dns(&dst)) {
 				s = al_scratch_get(&sidx);
 				if (s) {

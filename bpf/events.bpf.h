@@ -19,6 +19,14 @@ struct al_dest {
 	__u8 err_site; /* al_err_site, when parsing failed with AL_REASON_HELPER */
 };
 
+/* Two 16-byte addresses are the same. */
+static __always_inline int al_addr_eq(const __u8 *a, const __u8 *b)
+{
+	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
+}
+
 struct al_decision {
 	__u8 verdict; /* al_verdict */
 	__u8 reason;  /* al_reason */
@@ -70,6 +78,15 @@ static __always_inline void al_count_helper(struct al_counters *c, const struct 
 		c->helper_errors[site]++;
 }
 
+/* A denial that fails the call and is counted, but is no violation: a
+ * refuse rule, UDP to a destination redirected over TCP only (QUIC falls
+ * back to TCP), a redirect while the proxy is down (not the sandbox's
+ * doing). */
+static __always_inline int al_refusal(__u8 reason)
+{
+	return reason == AL_REASON_REFUSED || reason == AL_REASON_REDIRECT_UDP || reason == AL_REASON_NO_PROXY;
+}
+
 static __always_inline void al_count(struct al_counters *c, __u8 hook,
 				     const struct al_decision *d)
 {
@@ -85,7 +102,7 @@ static __always_inline void al_count(struct al_counters *c, __u8 hook,
 	if (d->verdict != AL_VERDICT_ALLOW) {
 		/* What the latch stops afterwards is the violation's consequence,
 		 * not another violation. */
-		if (d->reason != AL_REASON_QUARANTINED && d->reason != AL_REASON_REFUSED)
+		if (d->reason != AL_REASON_QUARANTINED && !al_refusal(d->reason))
 			c->violations++;
 		__u32 r = d->reason;
 

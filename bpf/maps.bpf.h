@@ -228,6 +228,30 @@ struct {
 	__type(value, struct al_unix_buf);
 } al_unix_buf SEC(".maps");
 
+/* Redirects (airlock/abi.h). Origins are an LRU: an entry outlives its
+ * connection only if the close was missed, and an evicted entry makes the
+ * proxy refuse that connection, never send it elsewhere. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, AL_MAX_SANDBOXES);
+	__type(key, __u32);
+	__type(value, struct al_proxy);
+} al_proxy SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AL_ORIGINS_MAX);
+	__type(key, struct al_origin_key);
+	__type(value, struct al_origin);
+} al_origin SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct al_sk_origin);
+} al_sk_origin SEC(".maps");
+
 /* Updating an array-of-maps slot from user space waits for an RCU grace
  * period, i.e. for every program that might still hold an old policy id:
  * the agent does it between switching a sandbox's policy and deleting the

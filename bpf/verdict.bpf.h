@@ -8,6 +8,7 @@
 #include <linux/in6.h>
 #include <bpf/bpf_endian.h>
 #include "names.bpf.h"
+#include "redirect.bpf.h"
 
 #define AL_PASS 1
 #define AL_DROP 0
@@ -92,6 +93,11 @@ static __always_inline int al_ranges_decide(const struct al_rule_set *rs, __u8 b
 		if (r->action == AL_ACTION_ALLOW) {
 			out->verdict = AL_VERDICT_ALLOW;
 			out->reason = allow_reason;
+		} else if (r->action == AL_ACTION_REDIRECT) {
+			/* Allowed to the proxy, never to the destination itself:
+			 * the hook that sees this rewrites, or denies. */
+			out->verdict = AL_VERDICT_ALLOW;
+			out->reason = AL_REASON_REDIRECT;
 		} else {
 			out->verdict = AL_VERDICT_DENY;
 			out->reason = AL_REASON_RULE_DENY;
@@ -129,13 +135,6 @@ static __always_inline void al_rules_decide(__u32 policy_id, const struct al_des
 	struct al_rule_set *rs = bpf_map_lookup_elem(&al_rules, &key);
 	if (rs)
 		al_ranges_decide(rs, bit, dst->port, AL_REASON_RULE_ALLOW, out);
-}
-
-static __always_inline int al_addr_eq(const __u8 *a, const __u8 *b)
-{
-	const __u32 *x = (const __u32 *)a, *y = (const __u32 *)b;
-
-	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3];
 }
 
 static __always_inline int al_is_resolver(const struct al_dns_policy *dp, __u8 family, const __u8 *addr)
@@ -279,7 +278,7 @@ static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, struct al
 	if (d->verdict == AL_VERDICT_DENY && (sb->flags & AL_SB_AUDIT))
 		d->verdict = AL_VERDICT_AUDIT;
 
-	if (d->verdict == AL_VERDICT_DENY && sb->on_violation != AL_ON_VIOLATION_DENY) {
+	if (d->verdict == AL_VERDICT_DENY && sb->on_violation != AL_ON_VIOLATION_DENY && !al_refusal(d->reason)) {
 		struct al_latch *l = bpf_map_lookup_elem(&al_latch, &slot);
 		if (l) {
 			/* The first violation's time is what freeze latency is measured from. */
@@ -333,8 +332,10 @@ static __always_inline int al_no_sandbox(__u8 hook, __u64 cgid, const struct al_
 	return AL_DROP;
 }
 
-/* The full decision for a destination named by a syscall (sock_addr hooks). */
-static __always_inline int al_decide_task(__u8 hook, const struct al_dest *dst)
+/* The full decision for a destination named by a syscall (sock_addr hooks):
+ * the rules, then what a redirect makes of it (redirect.bpf.h; ctx 0: none). */
+static __always_inline int al_decide_task(__u8 hook, const struct al_dest *dst, struct bpf_sock_addr *ctx, int v6,
+					  int connect)
 {
 	__u64 cgid;
 	struct al_sandbox *sb = al_sandbox_of_task(&cgid);
@@ -348,6 +349,8 @@ static __always_inline int al_decide_task(__u8 hook, const struct al_dest *dst)
 	if (al_latched(sb->slot))
 		return al_quarantined(hook, c);
 	al_decide_dest(sb, dst, hook, &d);
+	if (ctx)
+		al_redirect_decide(ctx, sb, dst, &d, v6, connect);
 	return al_finish(hook, sb, c, cgid, dst, &d, 0);
 }
 

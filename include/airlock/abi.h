@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 7
+#define AL_ABI_VERSION 8
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -65,7 +65,7 @@
 #define AL_PINNED_MAPS(X) \
 	X(config) X(sandboxes) X(rules) X(latch) X(counters) X(flood) X(rings) \
 	X(rcu_sync) X(rcu_inner) X(names) X(dns) X(dns_state) X(pending) X(learned) \
-	X(unix_exact) X(unix_prefix) X(unix_bound) X(unix_binding) \
+	X(unix_exact) X(unix_prefix) X(unix_bound) X(unix_binding) X(proxy) X(origin) X(sk_origin) \
 	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template)
 /* Per-CPU working memory of the programs, never pinned: only the programs
  * use it. The loader fails to compile if a map of the object is in neither
@@ -161,11 +161,16 @@ enum al_verdict {
 	X(AL_REASON_REFUSED, 28, "refused")               /* a refuse rule: failed, counted, not a violation */ \
 	X(AL_REASON_UNIX_OWN, 29, "unix-own")             /* allowed: an abstract name a process of the sandbox bound */ \
 	X(AL_REASON_FAMILY, 30, "family")                 /* a socket family the policy does not list (al_event.port holds AF_x) */ \
-	X(AL_REASON_HELPER, 31, "helper")                 /* a BPF helper failed (al_counters.helper_errors says where): fail closed */
+	X(AL_REASON_HELPER, 31, "helper")                 /* a BPF helper failed (al_counters.helper_errors says where): fail closed */ \
+	X(AL_REASON_REDIRECT, 32, "redirect")             /* allowed: a redirect rule sent the connect to the sandbox's proxy */ \
+	X(AL_REASON_NO_PROXY, 33, "no-proxy")             /* a redirect rule matched and no proxy serves the sandbox: fail closed */ \
+	X(AL_REASON_PROXY_PORT, 34, "proxy-port")         /* the proxy's listener named directly, not through a redirect */ \
+	X(AL_REASON_REDIRECT_UDP, 35, "redirect-udp")     /* UDP to a destination the proxy takes over TCP only: refused, no violation */ \
+	X(AL_REASON_NOT_REDIRECTED, 36, "not-redirected") /* egress: a packet to a redirected destination from a socket that was not redirected */
 
 enum al_reason {
 	AL_REASONS(AL_ENUMERATOR)
-	AL_REASON_MAX = 32,
+	AL_REASON_MAX = 37,
 };
 
 /* Where a BPF helper call failed: al_counters.helper_errors[site]. A packet
@@ -399,6 +404,62 @@ struct al_unix_rule {
 	__u8 pad;
 };
 
+/* Redirects. A connect that a redirect rule matches goes to the sandbox's
+ * proxy listener instead (al_proxy), and the socket remembers where it was
+ * meant to go (al_sk_origin); when the connection starts, sockops files the
+ * same under the client's address and port in its network namespace
+ * (al_origin), which is what the proxy sees of the connection it accepts. */
+
+/* Map "al_proxy", array by slot: where the sandbox's proxy listens, in the
+ * sandbox's network namespace. port 0: no proxy (redirects fail closed). */
+struct al_proxy {
+	__u32 addr4;       /* network order; the listener on IPv4 loopback */
+	__u16 port;        /* host order, the same on both families */
+	__u16 flags;       /* al_proxy_flag */
+	__u8 addr6[16];    /* the listener on IPv6 loopback */
+};
+
+enum al_proxy_flag {
+	AL_PROXY_IPV6 = 1u << 0, /* a listener on addr6 exists: IPv6 destinations can be redirected */
+};
+
+/* Where a redirected connection was meant to go. */
+struct al_origin {
+	__u8 family;       /* al_family */
+	__u8 protocol;     /* IPPROTO_TCP */
+	__u16 port;        /* host order */
+	__u16 rule;        /* the redirect rule */
+	__u16 pad;
+	__u32 slot;
+	__u32 pad2;
+	__u8 addr[16];
+};
+
+/* Map "al_sk_origin", socket storage of a redirected socket. */
+struct al_sk_origin {
+	struct al_origin origin;
+	__u64 netns_cookie; /* the socket's network namespace */
+	__u32 flags;        /* al_sk_origin_flag */
+	__u32 pad;
+};
+
+enum al_sk_origin_flag {
+	AL_SK_REDIRECTED = 1u << 0, /* connect went to the proxy */
+	AL_SK_FILED = 1u << 1,      /* al_origin has its entry: remove it on close */
+};
+
+/* Map "al_origin", LRU hash: the client end of a redirected connection, as
+ * the proxy sees it from the socket it accepted -> al_origin. An IPv4
+ * address in an IPv6 socket (::ffff:a.b.c.d) is keyed as IPv4. */
+struct al_origin_key {
+	__u64 netns_cookie;
+	__u32 family;      /* al_family */
+	__u16 port;        /* the client's port, host order */
+	__u16 pad;
+	__u8 addr[16];     /* the client's address */
+};
+#define AL_ORIGINS_MAX 65536
+
 /* Map "al_latch", array indexed by slot. Nonzero: quarantined since then. */
 struct al_latch {
 	__u64 violated_ns; /* bpf_ktime_get_ns() of the violation that set it */
@@ -514,6 +575,10 @@ AL_STATIC_ASSERT(sizeof(struct al_lpm_key) == 28, "al_lpm_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_range) == 8, "al_range layout");
 AL_STATIC_ASSERT(sizeof(struct al_rule_set) == 8 + 8 * AL_MAX_RANGES, "al_rule_set layout");
 AL_STATIC_ASSERT(sizeof(struct al_latch) == 16, "al_latch layout");
+AL_STATIC_ASSERT(sizeof(struct al_proxy) == 24, "al_proxy layout");
+AL_STATIC_ASSERT(sizeof(struct al_origin) == 32, "al_origin layout");
+AL_STATIC_ASSERT(sizeof(struct al_sk_origin) == 48, "al_sk_origin layout");
+AL_STATIC_ASSERT(sizeof(struct al_origin_key) == 32, "al_origin_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==
 			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13 +
 			      (int)AL_ERR_SITE_MAX + (int)AL_HOOK_MAX * (int)AL_REASON_MAX),

@@ -83,10 +83,15 @@ bool reason_allows(unsigned reason)
 	case AL_REASON_LEARNED:
 	case AL_REASON_UNIX_SCOPED:
 	case AL_REASON_UNIX_OWN:
+	case AL_REASON_REDIRECT:
 		return true;
 	default:
 		return false;
 	}
+}
+bool reason_refuses(unsigned reason)
+{
+	return reason == AL_REASON_REFUSED || reason == AL_REASON_REDIRECT_UDP || reason == AL_REASON_NO_PROXY;
 }
 const char* verdict_name(unsigned verdict) { return kVerdictNames(verdict); }
 const char* reason_name(unsigned reason) { return kReasonNames(reason); }
@@ -130,7 +135,7 @@ json decision_json(const al_event& e)
 	j["hook"] = hook_name(e.hook);
 	j["verdict"] = verdict_name(e.verdict);
 	j["reason"] = reason_name(e.reason);
-	j["violation"] = e.verdict != AL_VERDICT_ALLOW && e.reason != AL_REASON_REFUSED;
+	j["violation"] = e.verdict != AL_VERDICT_ALLOW && !reason_refuses(e.reason);
 	j["latched"] = e.latched != 0;
 	// The task stopped (SIGSTOP) or died (SIGKILL) inside its violating call.
 	if (e.signal != AL_SIGNAL_NONE)

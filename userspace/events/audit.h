@@ -20,6 +20,9 @@ const char* verdict_name(unsigned verdict);
 const char* reason_name(unsigned reason);
 // A reason the kernel gives for letting a call or a packet through.
 bool reason_allows(unsigned reason);
+// A reason that fails the call without being a violation (the kernel's
+// al_refusal): a refuse rule, UDP to a TCP-only redirect, a proxy down.
+bool reason_refuses(unsigned reason);
 // Where a BPF helper failed (al_err_site): stable names, metric labels.
 const char* err_site_name(unsigned site);
 // What the kernel did to the task in its violating call ("" for nothing).

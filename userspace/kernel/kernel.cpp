@@ -405,6 +405,33 @@ void Kernel::clear_latch(uint32_t slot)
 		fail_errno(fmt::format("clear latch of slot {}", slot));
 }
 
+void Kernel::set_proxy(uint32_t slot, const al_proxy& px)
+{
+	if (bpf_map_update_elem(maps_.proxy.get(), &slot, &px, BPF_ANY) != 0)
+		fail_errno(fmt::format("set the proxy of slot {}", slot));
+}
+
+al_proxy Kernel::proxy(uint32_t slot) const
+{
+	al_proxy px{};
+	if (bpf_map_lookup_elem(maps_.proxy.get(), &slot, &px) != 0)
+		fail_errno(fmt::format("read the proxy of slot {}", slot));
+	return px;
+}
+
+Fd Kernel::origin_map_readonly() const
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	if (bpf_obj_get_info_by_fd(maps_.origin.get(), &info, &len) != 0)
+		fail_errno("read the origin map's id");
+	LIBBPF_OPTS(bpf_get_fd_by_id_opts, opts, .open_flags = BPF_F_RDONLY);
+	int fd = bpf_map_get_fd_by_id_opts(info.id, &opts);
+	if (fd < 0)
+		fail_errno("open the origin map read-only");
+	return Fd(fd);
+}
+
 al_counters Kernel::counters(uint32_t slot) const
 {
 	std::vector<al_counters> per(ncpus());

@@ -28,6 +28,9 @@ namespace airlock::kernel {
 	X(Sendmsg6, sendmsg6, BPF_CGROUP_UDP6_SENDMSG) \
 	X(Egress, egress, BPF_CGROUP_INET_EGRESS) \
 	X(Ingress, ingress, BPF_CGROUP_INET_INGRESS) \
+	X(Getpeername4, getpeername4, BPF_CGROUP_INET4_GETPEERNAME) \
+	X(Getpeername6, getpeername6, BPF_CGROUP_INET6_GETPEERNAME) \
+	X(SockOps, sockops, BPF_CGROUP_SOCK_OPS) \
 	/* Values of Linux 6.7's uapi, newer than the headers this builds with. */ \
 	X(ConnectUnix, connect_unix, static_cast<bpf_attach_type>(49)) /* BPF_CGROUP_UNIX_CONNECT */ \
 	X(SendmsgUnix, sendmsg_unix, static_cast<bpf_attach_type>(50)) /* BPF_CGROUP_UNIX_SENDMSG */
@@ -127,6 +130,14 @@ public:
 	std::vector<Learned> learned(uint32_t slot) const;
 	// Removes entries that expired before `before_ns` (CLOCK_MONOTONIC).
 	size_t sweep_learned(uint32_t slot, uint64_t before_ns);
+
+	// Where the slot's proxy listens (port 0: no proxy; redirects fail
+	// closed).
+	void set_proxy(uint32_t slot, const al_proxy& px);
+	al_proxy proxy(uint32_t slot) const;
+	// The origins of redirected connections, for the proxy: a read-only
+	// descriptor of the map.
+	Fd origin_map_readonly() const;
 
 	// Attach a program to a cgroup with a bpf_link and pin the link.
 	void attach_and_pin(Prog p, int cgroup_fd, const std::string& pin_path);

@@ -49,6 +49,6 @@ int al_test_sock_addr(struct __sk_buff *skb)
 		al_dest_ip4(&dst, al_test_in.addr4);
 	}
 	dst.port = al_test_in.port;
-	al_test_in.ret = al_decide_task(hook, &dst);
+	al_test_in.ret = al_decide_task(hook, &dst, 0, 0, 0);
 	return AL_PASS;
 }

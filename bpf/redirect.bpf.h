@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Redirects: a connect that a redirect rule matches goes to the sandbox's
+ * proxy listener, and the socket keeps where it was meant to go. The proxy
+ * finds that from the connection it accepts (al_origin, filed by sockops),
+ * the application from getpeername. Only redirected sockets reach the
+ * proxy's port; a packet to a redirected destination itself never leaves. */
+#ifndef AIRLOCK_REDIRECT_BPF_H
+#define AIRLOCK_REDIRECT_BPF_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "events.bpf.h"
+
+static __always_inline struct al_proxy *al_proxy_of(__u32 slot)
+{
+	struct al_proxy *px = bpf_map_lookup_elem(&al_proxy, &slot);
+
+	return px && px->port ? px : 0;
+}
+
+/* The destination is the proxy's listener (either family). */
+static __always_inline int al_is_proxy_dest(const struct al_proxy *px, const struct al_dest *dst)
+{
+	if (!px || dst->port != px->port)
+		return 0;
+	if (dst->family == AL_FAMILY_IPV4)
+		return *(const __u32 *)dst->addr == px->addr4;
+	return (px->flags & AL_PROXY_IPV6) && al_addr_eq(dst->addr, px->addr6);
+}
+
+/* The redirect of a connect: the socket remembers its origin, the call goes
+ * on to the proxy. The family of the socket decides how the proxy is
+ * written: an IPv6 socket reaches the IPv4 listener as ::ffff:127.0.0.1.
+ * Returns 0 when the origin cannot be kept (then nothing is rewritten). */
+static __always_inline int al_redirect(struct bpf_sock_addr *ctx, const struct al_sandbox *sb,
+				       const struct al_dest *dst, __u16 rule, const struct al_proxy *px, int v6)
+{
+	struct al_sk_origin *so = bpf_sk_storage_get(&al_sk_origin, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+
+	if (!so)
+		return 0;
+	so->origin.family = dst->family;
+	so->origin.protocol = dst->protocol;
+	so->origin.port = dst->port;
+	so->origin.rule = rule;
+	so->origin.slot = sb->slot;
+	__builtin_memcpy(so->origin.addr, dst->addr, sizeof(so->origin.addr));
+	so->netns_cookie = bpf_get_netns_cookie(ctx);
+	so->flags = AL_SK_REDIRECTED;
+	ctx->user_port = bpf_htons(px->port);
+	if (!v6) {
+		ctx->user_ip4 = px->addr4;
+	} else if (dst->family == AL_FAMILY_IPV4) {
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0x0000ffff);
+		ctx->user_ip6[3] = px->addr4;
+	} else {
+		const __u32 *a = (const __u32 *)px->addr6;
+
+		ctx->user_ip6[0] = a[0];
+		ctx->user_ip6[1] = a[1];
+		ctx->user_ip6[2] = a[2];
+		ctx->user_ip6[3] = a[3];
+	}
+	return 1;
+}
+
+/* A socket that connects again, elsewhere, is no longer redirected. */
+static __always_inline void al_redirect_forget(struct bpf_sock_addr *ctx)
+{
+	struct al_sk_origin *so = bpf_sk_storage_get(&al_sk_origin, ctx->sk, 0, 0);
+
+	if (so)
+		so->flags = 0;
+}
+
+/* What a connect or sendmsg does with a destination the rules decided (D):
+ * the proxy's own port is never reached directly; a redirect goes to the
+ * proxy over TCP, or is refused (UDP), or fails closed (no proxy). */
+static __always_inline void al_redirect_decide(struct bpf_sock_addr *ctx, const struct al_sandbox *sb,
+					       const struct al_dest *dst, struct al_decision *d, int v6, int connect)
+{
+	struct al_proxy *px = al_proxy_of(sb->slot);
+
+	if (al_is_proxy_dest(px, dst)) {
+		d->verdict = AL_VERDICT_DENY;
+		d->reason = AL_REASON_PROXY_PORT;
+		d->rule = AL_RULE_NONE;
+		return;
+	}
+	if (d->verdict != AL_VERDICT_ALLOW || d->reason != AL_REASON_REDIRECT) {
+		if (connect && d->verdict == AL_VERDICT_ALLOW)
+			al_redirect_forget(ctx);
+		return;
+	}
+	d->verdict = AL_VERDICT_DENY;
+	if (dst->protocol != IPPROTO_TCP || !connect)
+		d->reason = AL_REASON_REDIRECT_UDP;
+	else if (!px || (dst->family == AL_FAMILY_IPV6 && !(px->flags & AL_PROXY_IPV6)))
+		d->reason = AL_REASON_NO_PROXY;
+	else if (!al_redirect(ctx, sb, dst, d->rule, px, v6))
+		d->reason = AL_REASON_BUSY;
+	else {
+		d->verdict = AL_VERDICT_ALLOW;
+		d->reason = AL_REASON_REDIRECT;
+	}
+}
+
+/* Egress: a packet to the proxy's port passes only from a redirected
+ * socket; one to a redirected destination itself is a socket that got
+ * past its connect hook, and never leaves. Returns 1 when it decided. */
+static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struct al_sandbox *sb,
+					      const struct al_dest *dst, struct al_decision *d)
+{
+	struct al_proxy *px = al_proxy_of(sb->slot);
+
+	if (!al_is_proxy_dest(px, dst))
+		return 0;
+	d->rule = AL_RULE_NONE;
+	d->verdict = AL_VERDICT_DENY;
+	d->reason = AL_REASON_PROXY_PORT;
+	struct bpf_sock *sk = skb->sk;
+	if (sk)
+		sk = bpf_sk_fullsock(sk);
+	if (sk) {
+		struct al_sk_origin *so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
+
+		if (so && (so->flags & AL_SK_REDIRECTED) && dst->protocol == so->origin.protocol) {
+			d->verdict = AL_VERDICT_ALLOW;
+			d->reason = AL_REASON_REDIRECT;
+			d->rule = so->origin.rule;
+			d->quiet = 1;
+		}
+	}
+	return 1;
+}
+
+/* getpeername shows the application where it meant to go. */
+static __always_inline struct al_sk_origin *al_redirected(struct bpf_sock_addr *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+	struct al_sk_origin *so;
+
+	if (!sk)
+		return 0;
+	so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
+	return so && (so->flags & AL_SK_REDIRECTED) ? so : 0;
+}
+
+/* sockops, as the connection starts: file the origin under the client's
+ * address and port, which is what the proxy sees of it. */
+static __always_inline void al_file_origin(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock *sk = skops->sk;
+	struct al_origin_key key = {};
+	struct al_sk_origin *so;
+
+	if (!sk)
+		return;
+	so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
+	if (!so || !(so->flags & AL_SK_REDIRECTED))
+		return;
+	key.netns_cookie = so->netns_cookie;
+	key.port = (__u16)skops->local_port;
+	if (skops->family == 2 /* AF_INET */) {
+		key.family = AL_FAMILY_IPV4;
+		__u32 a = skops->local_ip4;
+		__builtin_memcpy(key.addr, &a, 4);
+	} else {
+		__u32 a[4] = { skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2], skops->local_ip6[3] };
+
+		if (a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0x0000ffff)) {
+			key.family = AL_FAMILY_IPV4;
+			__builtin_memcpy(key.addr, &a[3], 4);
+		} else {
+			key.family = AL_FAMILY_IPV6;
+			__builtin_memcpy(key.addr, a, 16);
+		}
+	}
+	if (bpf_map_update_elem(&al_origin, &key, &so->origin, BPF_ANY) == 0)
+		so->flags |= AL_SK_FILED;
+}
+
+#endif
