@@ -1,0 +1,722 @@
+#include "proxy/world.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <unordered_map>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_range.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/status.hpp>
+#include <boost/optional.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "proxy/client_hello.h"
+#include "util/error.h"
+
+namespace airlock::proxy {
+
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kHeaderLimit = 16 * 1024;
+constexpr size_t kReadChunk = 16 * 1024;
+constexpr size_t kMaxMethod = 24;
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
+constexpr std::string_view kDefaultBody = "airlock world: recorded\n";
+
+std::string lower(std::string_view s)
+{
+	std::string out(s);
+	for (char& c : out)
+		c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+	return out;
+}
+
+bool iequal(std::string_view a, std::string_view b)
+{
+	return a.size() == b.size() && lower(a) == lower(b);
+}
+
+// The name a Host header names: without port, brackets, trailing dot; lowercase.
+std::string host_name(std::string_view h)
+{
+	while (!h.empty() && (h.front() == ' ' || h.front() == '\t'))
+		h.remove_prefix(1);
+	while (!h.empty() && (h.back() == ' ' || h.back() == '\t'))
+		h.remove_suffix(1);
+	if (!h.empty() && h.front() == '[') {
+		size_t end = h.find(']');
+		h = h.substr(1, end == std::string_view::npos ? std::string_view::npos : end - 1);
+	} else if (size_t colon = h.find(':'); colon != std::string_view::npos && colon == h.rfind(':')) {
+		h = h.substr(0, colon);
+	}
+	if (!h.empty() && h.back() == '.')
+		h.remove_suffix(1);
+	return lower(h);
+}
+
+// The path of a request target, without its query or fragment.
+std::string_view target_path(std::string_view t)
+{
+	if (!t.empty() && t.front() != '/' && t != "*") {
+		size_t scheme = t.find("://");
+		if (scheme == std::string_view::npos)
+			return t;  // authority-form (CONNECT host:port)
+		size_t slash = t.find('/', scheme + 3);
+		if (slash == std::string_view::npos)
+			return "/";
+		t = t.substr(slash);
+	}
+	return t.substr(0, t.find_first_of("?#"));
+}
+
+bool host_matches(std::string_view pattern, const std::string& host)
+{
+	std::string p = lower(pattern);
+	if (p == "*")
+		return true;
+	if (p.size() > 2 && p.compare(0, 2, "*.") == 0) {
+		std::string_view suffix = std::string_view(p).substr(1);  // ".name"
+		return host.size() > suffix.size() && host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0;
+	}
+	return host == p;
+}
+
+bool path_matches(std::string_view pattern, std::string_view path)
+{
+	if (pattern.empty())
+		return true;
+	if (pattern.back() == '*')
+		return path.substr(0, pattern.size() - 1) == pattern.substr(0, pattern.size() - 1);
+	return path == pattern;
+}
+
+// Whether the first bytes of a request can be an HTTP/1.x request line: a
+// method token (A-Z, '-', '_') and a space. The parser only judges a whole
+// header, which a banner or a ClientHello never completes.
+enum class Sniff { Http, NotHttp, NeedMore };
+
+Sniff sniff_http(std::string_view b)
+{
+	for (size_t i = 0; i < b.size() && i <= kMaxMethod; i++) {
+		char c = b[i];
+		if (c == ' ')
+			return i > 0 ? Sniff::Http : Sniff::NotHttp;
+		bool token = (c >= 'A' && c <= 'Z') || (i > 0 && (c == '-' || c == '_'));
+		if (!token)
+			return Sniff::NotHttp;
+	}
+	return b.size() > kMaxMethod ? Sniff::NotHttp : Sniff::NeedMore;
+}
+
+// A request body as the recorder reads it: every byte counted, the first
+// `limit` kept. Beast's own bodies stop at their limit with an error; the
+// recorder reads a large body to its end, to answer it.
+struct RecordedBody {
+	struct value_type {
+		std::string kept;
+		uint64_t limit = 0;
+		uint64_t size = 0;
+	};
+
+	class reader {
+	public:
+		template <bool isRequest, class Fields>
+		reader(http::header<isRequest, Fields>&, value_type& b) : body_(b)
+		{
+		}
+		void init(const boost::optional<std::uint64_t>&, error_code& ec) { ec = {}; }
+		template <class ConstBufferSequence>
+		size_t put(const ConstBufferSequence& buffers, error_code& ec)
+		{
+			ec = {};
+			size_t n = 0;
+			for (auto b : boost::beast::buffers_range_ref(buffers)) {
+				const char* p = static_cast<const char*>(b.data());
+				uint64_t room = body_.limit > body_.kept.size() ? body_.limit - body_.kept.size() : 0;
+				body_.kept.append(p, static_cast<size_t>(std::min<uint64_t>(room, b.size())));
+				n += b.size();
+			}
+			body_.size += n;
+			return n;
+		}
+		void finish(error_code& ec) { ec = {}; }
+
+	private:
+		value_type& body_;
+	};
+};
+
+using Parser = http::request_parser<RecordedBody>;
+
+uint64_t ms_since(Clock::time_point t)
+{
+	return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count());
+}
+
+std::string reason_of(unsigned status)
+{
+	http::status s = http::int_to_status(status);
+	return s == http::status::unknown ? std::string("Unknown") : std::string(http::obsolete_reason(s));
+}
+
+}  // namespace
+
+const WorldResponse* find_response(const std::vector<WorldResponse>& responses, std::string_view host,
+				   std::string_view method, std::string_view target)
+{
+	std::string name = host_name(host);
+	std::string_view path = target_path(target);
+	for (const auto& r : responses)
+		if (host_matches(r.host, name) && (r.method.empty() || r.method == method) && path_matches(r.path, path))
+			return &r;
+	return nullptr;
+}
+
+class Connection;
+
+class WorldImpl : public std::enable_shared_from_this<WorldImpl> {
+public:
+	WorldImpl(net::io_context& io, WorldOptions o, OriginLookup lookup);
+
+	void start();
+	void stop();
+	WorldStats stats() const;
+
+	// For connections.
+	const WorldOptions& options() const { return o_; }
+	net::io_context& io() { return io_; }
+	void record(const std::string& line);
+	void count_bytes(uint64_t n) { bytes_in_ += n; }
+	void count_http() { http_requests_++; }
+	void count_tcp() { tcp_streams_++; }
+	void forget(Connection* c) { live_.erase(c); }
+
+private:
+	void accept(size_t i);
+	void on_accept(size_t i, const error_code& ec, tcp::socket s);
+
+	net::io_context& io_;
+	WorldOptions o_;
+	OriginLookup lookup_;
+	RecordsWriter records_;
+	std::vector<tcp::acceptor> acceptors_;
+	std::vector<std::unique_ptr<net::steady_timer>> retry_;  // an acceptor's pause after a failed accept
+	std::unordered_map<Connection*, std::shared_ptr<Connection>> live_;
+	bool started_ = false;
+	bool stopped_ = false;
+	error_code last_accept_error_;
+	// Read by stats() from any thread.
+	std::atomic<uint64_t> connections_{0}, unknown_{0}, refused_busy_{0}, http_requests_{0}, tcp_streams_{0},
+		records_written_{0}, records_dropped_{0}, bytes_in_{0};
+};
+
+// One accepted connection. A request starts with its first byte: if it
+// looks like an HTTP request line, Beast's parser reads it and it is
+// answered and recorded, and the next request starts; anything else (or
+// a header the parser rejects) makes the rest of the connection one "tcp"
+// record, written at its end (EOF, idle, the byte limit, or a whole TLS
+// ClientHello, after which a client would only wait for our answer).
+class Connection : public std::enable_shared_from_this<Connection> {
+public:
+	enum class End { Eof, Error, Idle, Limit, ClientHello, Answered, Stop };
+
+	Connection(std::shared_ptr<WorldImpl> w, tcp::socket s, Origin origin)
+		: w_(std::move(w)), o_(w_->options()), socket_(std::move(s)), timer_(w_->io()), origin_(std::move(origin))
+	{
+	}
+
+	void start()
+	{
+		begin_request(std::chrono::system_clock::now());
+		process();
+	}
+
+	void finish(End why)
+	{
+		if (state_ == State::Done)
+			return;
+		State was = state_;
+		state_ = State::Done;
+		bool header_whole = was == State::Http && parser_ && parser_->is_header_done();
+		// Bytes that never made a request line or a whole header, or a
+		// connection that sent nothing at all: a stream.
+		bool bytes_only = (was == State::Start && (req_bytes_ > 0 || requests_ == 0)) ||
+				  (was == State::Http && !header_whole);
+		if (header_whole)
+			write_http(0, why == End::Limit);  // a request cut short: no answer
+		else if (bytes_only || was == State::Tcp)
+			write_tcp(why, bytes_only);
+		error_code ignored;
+		timer_.cancel();
+		if (why == End::Answered)
+			socket_.shutdown(tcp::socket::shutdown_send, ignored);
+		socket_.close(ignored);
+		w_->forget(this);  // the handler that called this still holds the connection
+	}
+
+private:
+	enum class State { Start, Http, Responding, Tcp, Done };
+
+	void begin_request(std::chrono::system_clock::time_point t)
+	{
+		state_ = State::Start;
+		req_time_ = t;
+		req_start_ = Clock::now();
+		req_bytes_ = in_.size();
+		req_head_ = in_.substr(0, kHeadBytes);
+		parser_.reset();
+		continue_sent_ = false;
+	}
+
+	void process()
+	{
+		while (state_ == State::Start || state_ == State::Http) {
+			if (state_ == State::Start) {
+				if (in_.empty())
+					return read();
+				Sniff s = sniff_http(in_);
+				if (s == Sniff::NeedMore)
+					return read();
+				if (s == Sniff::NotHttp)
+					return enter_tcp(true);
+				state_ = State::Http;
+				parser_.emplace();
+				parser_->header_limit(kHeaderLimit);
+				parser_->body_limit(boost::none);  // the connection's byte limit bounds it
+				parser_->eager(true);
+				parser_->get().body().limit = o_.world.max_body_bytes;
+				continue;
+			}
+			error_code ec;
+			size_t n = in_.empty() ? 0 : parser_->put(net::buffer(in_), ec);
+			in_.erase(0, n);
+			if (ec == http::error::need_more || (!ec && n == 0 && !parser_->is_done()))
+				return await_body();
+			if (ec && !parser_->is_header_done())
+				return enter_tcp(true);  // the parser consumed nothing of a header it rejects
+			if (parser_->is_header_done() && parser_->get().version() != 10 && parser_->get().version() != 11)
+				return enter_tcp(false);
+			if (ec)
+				return answer(400, "airlock world: bad request\n", false);  // a body it cannot frame
+			if (parser_->is_done())
+				return complete();
+		}
+		if (state_ == State::Tcp)
+			read();
+	}
+
+	// The header is whole and the body is still to come: a client that
+	// asked waits for 100 Continue before it sends it (curl -T).
+	void await_body()
+	{
+		if (!parser_->is_header_done() || continue_sent_ || !in_.empty() || parser_->get().version() != 11)
+			return read();
+		auto expect = parser_->get().find(http::field::expect);
+		if (expect == parser_->get().end() || !iequal(expect->value(), "100-continue"))
+			return read();
+		continue_sent_ = true;
+		out_ = "HTTP/1.1 100 Continue\r\n\r\n";
+		arm();
+		net::async_write(socket_, net::buffer(out_), [self = shared_from_this()](const error_code& ec, size_t) {
+			if (self->state_ == State::Done)
+				return;
+			if (ec)
+				return self->finish(End::Error);
+			self->read();
+		});
+	}
+
+	void read()
+	{
+		if (state_ == State::Done)
+			return;
+		if (conn_bytes_ >= o_.max_connection_bytes)
+			return finish(End::Limit);
+		size_t want = static_cast<size_t>(std::min<uint64_t>(kReadChunk, o_.max_connection_bytes - conn_bytes_));
+		arm();
+		socket_.async_read_some(net::buffer(chunk_.data(), want),
+					[self = shared_from_this()](const error_code& ec, size_t n) { self->on_read(ec, n); });
+	}
+
+	void on_read(const error_code& ec, size_t n)
+	{
+		if (state_ == State::Done)
+			return;
+		conn_bytes_ += n;
+		w_->count_bytes(n);
+		std::string_view got(chunk_.data(), n);
+		if (state_ == State::Tcp) {
+			tcp_.bytes_in += n;
+			take_head(tcp_.head, got);
+			if (hello_pending_) {
+				hello_.append(got.substr(0, kMaxClientHello - std::min(hello_.size(), kMaxClientHello)));
+				if (check_hello())
+					return;
+			}
+		} else {
+			if (requests_ > 0 && req_bytes_ == 0 && n > 0) {
+				// A later request on the connection starts with its first byte.
+				req_time_ = std::chrono::system_clock::now();
+				req_start_ = Clock::now();
+			}
+			in_.append(got);
+			req_bytes_ += n;
+			take_head(req_head_, got);
+		}
+		if (ec)
+			return finish(ec == net::error::eof ? End::Eof : End::Error);
+		process();
+	}
+
+	static void take_head(std::string& head, std::string_view got)
+	{
+		if (head.size() < kHeadBytes)
+			head.append(got.substr(0, kHeadBytes - head.size()));
+	}
+
+	// The rest of the connection is one stream; from_start: in_ holds the
+	// request's bytes from its first (the parser consumed none).
+	void enter_tcp(bool from_start)
+	{
+		state_ = State::Tcp;
+		tcp_ = TcpRecord{};
+		tcp_.time = req_time_;
+		tcp_start_ = req_start_;
+		tcp_.bytes_in = req_bytes_;
+		tcp_.head = req_head_;
+		hello_pending_ = from_start && !in_.empty() && in_.front() == '\x16';
+		if (hello_pending_)
+			hello_ = in_.substr(0, kMaxClientHello);
+		in_.clear();
+		parser_.reset();
+		if (hello_pending_ && check_hello())
+			return;
+		read();
+	}
+
+	// true: a whole ClientHello, the stream is recorded and closed.
+	bool check_hello()
+	{
+		ClientHello h = parse_client_hello(hello_);
+		if (h.status == ClientHello::Status::NeedMore && hello_.size() < kMaxClientHello)
+			return false;
+		hello_pending_ = false;
+		std::string().swap(hello_);
+		if (h.status != ClientHello::Status::Ok)
+			return false;
+		tcp_.tls = true;
+		if (h.has_server_name)
+			tcp_.sni = h.server_name;
+		finish(End::ClientHello);
+		return true;
+	}
+
+	void complete()
+	{
+		const auto& req = parser_->get();
+		const WorldResponse* fixture = nullptr;
+		auto host = req.find(http::field::host);
+		std::string match_host = host != req.end() ? std::string(host->value()) : origin_.name;
+		fixture = find_response(o_.world.responses, match_host, req.method_string(), req.target());
+		bool keep = req.keep_alive();
+		if (fixture)
+			answer(fixture->status, fixture->body, keep, &fixture->headers);
+		else
+			answer(200, std::string(kDefaultBody), keep);
+	}
+
+	// Records the request with the status it gets, then answers it.
+	void answer(unsigned status, const std::string& body, bool keep_alive,
+		    const std::vector<std::pair<std::string, std::string>>* headers = nullptr)
+	{
+		write_http(status, false);
+		const auto& req = parser_->get();
+		bool no_body = status < 200 || status == 204 || status == 304;
+		if (status < 200)
+			keep_alive = false;  // an interim answer and nothing after it: the client must not wait
+		out_ = fmt::format("HTTP/1.1 {} {}\r\n", status, reason_of(status));
+		if (headers) {
+			for (const auto& [name, value] : *headers)
+				if (!iequal(name, "content-length") && !iequal(name, "transfer-encoding") &&
+				    !iequal(name, "connection"))
+					out_ += fmt::format("{}: {}\r\n", name, value);
+		} else {
+			out_ += "Content-Type: text/plain\r\n";
+		}
+		if (!no_body)
+			out_ += fmt::format("Content-Length: {}\r\n", body.size());
+		if (!keep_alive)
+			out_ += "Connection: close\r\n";
+		else if (req.version() == 10)
+			out_ += "Connection: keep-alive\r\n";
+		out_ += "\r\n";
+		if (!no_body && req.method() != http::verb::head)
+			out_ += body;
+		state_ = State::Responding;
+		arm();
+		net::async_write(socket_, net::buffer(out_),
+				 [self = shared_from_this(), keep_alive](const error_code& ec, size_t) {
+					 if (self->state_ == State::Done)
+						 return;
+					 if (ec)
+						 return self->finish(End::Error);
+					 if (!keep_alive)
+						 return self->finish(End::Answered);
+					 self->begin_request(std::chrono::system_clock::now());
+					 self->process();
+				 });
+	}
+
+	void write_http(unsigned status, bool cut)
+	{
+		const auto& req = parser_->get();
+		HttpRecord r;
+		r.time = req_time_;
+		r.method = std::string(req.method_string());
+		if (auto h = req.find(http::field::host); h != req.end())
+			r.host = std::string(h->value());
+		r.path = std::string(req.target());
+		for (const auto& f : req) {
+			auto same = std::find_if(r.headers.begin(), r.headers.end(),
+						 [&](const auto& kv) { return iequal(kv.first, f.name_string()); });
+			if (same != r.headers.end())
+				same->second += ", " + std::string(f.value());
+			else
+				r.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+		}
+		const auto& body = req.body();
+		r.body = body.kept;
+		r.body_bytes = body.size;
+		r.body_truncated = cut || body.size > body.kept.size();
+		r.status = status;
+		r.duration_ms = ms_since(req_start_);
+		requests_++;
+		w_->count_http();
+		w_->record(http_record_line(o_.sandbox, origin_, r));
+	}
+
+	// from_request: the stream is the current request's bytes, which never
+	// became a request.
+	void write_tcp(End why, bool from_request)
+	{
+		if (from_request) {
+			tcp_ = TcpRecord{};
+			tcp_.time = req_time_;
+			tcp_start_ = req_start_;
+			tcp_.bytes_in = req_bytes_;
+			tcp_.head = req_head_;
+		}
+		tcp_.truncated = why == End::Limit;
+		tcp_.duration_ms = ms_since(tcp_start_);
+		w_->count_tcp();
+		w_->record(tcp_record_line(o_.sandbox, origin_, tcp_));
+	}
+
+	// The idle deadline of the operation about to start.
+	void arm()
+	{
+		uint64_t gen = ++timer_gen_;
+		timer_.expires_after(o_.idle_timeout);
+		timer_.async_wait([self = shared_from_this(), gen](const error_code& ec) {
+			if (!ec && gen == self->timer_gen_)
+				self->finish(End::Idle);
+		});
+	}
+
+	std::shared_ptr<WorldImpl> w_;
+	const WorldOptions& o_;
+	tcp::socket socket_;
+	net::steady_timer timer_;
+	uint64_t timer_gen_ = 0;
+	Origin origin_;
+	State state_ = State::Start;
+	std::array<char, kReadChunk> chunk_{};
+	uint64_t conn_bytes_ = 0;
+	std::string in_;   // read, not yet parsed
+	std::string out_;  // being written
+	unsigned requests_ = 0;
+	// The current request: when and how it started.
+	std::chrono::system_clock::time_point req_time_;
+	Clock::time_point req_start_;
+	uint64_t req_bytes_ = 0;
+	std::string req_head_;
+	std::optional<Parser> parser_;
+	bool continue_sent_ = false;
+	// A stream recorded as tcp.
+	TcpRecord tcp_;
+	Clock::time_point tcp_start_{};
+	bool hello_pending_ = false;
+	std::string hello_;
+};
+
+WorldImpl::WorldImpl(net::io_context& io, WorldOptions o, OriginLookup lookup)
+	: io_(io), o_(std::move(o)), lookup_(std::move(lookup)), records_(o_.records_fd, o_.max_records_bytes, o_.sandbox)
+{
+	o_.records_fd = -1;  // the writer's
+	std::vector<int> fds = std::move(o_.listen_fds);
+	o_.listen_fds.clear();
+	for (size_t i = 0; i < fds.size(); i++) {
+		sockaddr_storage ss{};
+		socklen_t len = sizeof(ss);
+		error_code ec;
+		if (::getsockname(fds[i], reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+			ec = error_code(errno, boost::system::system_category());
+		} else if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) {
+			ec = error_code(EAFNOSUPPORT, boost::system::system_category());
+		} else {
+			acceptors_.emplace_back(io_);
+			acceptors_.back().assign(ss.ss_family == AF_INET ? tcp::v4() : tcp::v6(), fds[i], ec);
+		}
+		if (ec) {
+			for (size_t j = i; j < fds.size(); j++)
+				::close(fds[j]);
+			fail("world recorder: listen fd {}: {}", fds[i], ec.message());
+		}
+		retry_.push_back(std::make_unique<net::steady_timer>(io_));
+	}
+}
+
+void WorldImpl::start()
+{
+	if (started_ || stopped_)
+		return;
+	started_ = true;
+	for (size_t i = 0; i < acceptors_.size(); i++)
+		accept(i);
+}
+
+void WorldImpl::accept(size_t i)
+{
+	acceptors_[i].async_accept([self = shared_from_this(), i](const error_code& ec, tcp::socket s) {
+		self->on_accept(i, ec, std::move(s));
+	});
+}
+
+void WorldImpl::on_accept(size_t i, const error_code& ec, tcp::socket s)
+{
+	if (stopped_)
+		return;
+	if (ec) {
+		if (ec == net::error::operation_aborted)
+			return;
+		if (ec != last_accept_error_)
+			spdlog::warn("world recorder of {}: accept: {}", o_.sandbox, ec.message());
+		last_accept_error_ = ec;
+		// Out of descriptors, say: the connection waits in the backlog, we
+		// try again in a moment rather than spin.
+		retry_[i]->expires_after(kAcceptRetry);
+		retry_[i]->async_wait([self = shared_from_this(), i](const error_code& e) {
+			if (!e && !self->stopped_)
+				self->accept(i);
+		});
+		return;
+	}
+	last_accept_error_ = {};
+	connections_++;
+	error_code ignored;
+	if (live_.size() >= o_.max_connections) {
+		refused_busy_++;
+		s.close(ignored);
+		return accept(i);
+	}
+	std::optional<Origin> origin;
+	try {
+		origin = lookup_(s.native_handle());
+	} catch (const std::exception& e) {
+		spdlog::warn("world recorder of {}: origin lookup: {}", o_.sandbox, e.what());
+	}
+	if (!origin) {
+		unknown_++;
+		s.close(ignored);
+		return accept(i);
+	}
+	auto c = std::make_shared<Connection>(shared_from_this(), std::move(s), std::move(*origin));
+	live_.emplace(c.get(), c);
+	c->start();
+	accept(i);
+}
+
+void WorldImpl::record(const std::string& line)
+{
+	if (records_.write(line))
+		records_written_++;
+	else
+		records_dropped_++;
+}
+
+void WorldImpl::stop()
+{
+	if (stopped_)
+		return;
+	stopped_ = true;
+	error_code ignored;
+	for (auto& a : acceptors_)
+		a.close(ignored);
+	for (auto& t : retry_)
+		t->cancel();
+	std::vector<std::shared_ptr<Connection>> open;
+	open.reserve(live_.size());
+	for (auto& [ptr, c] : live_)
+		open.push_back(c);
+	for (auto& c : open)
+		c->finish(Connection::End::Stop);
+	live_.clear();
+	records_.close();
+}
+
+WorldStats WorldImpl::stats() const
+{
+	WorldStats s;
+	s.connections = connections_;
+	s.unknown = unknown_;
+	s.refused_busy = refused_busy_;
+	s.http_requests = http_requests_;
+	s.tcp_streams = tcp_streams_;
+	s.records_written = records_written_;
+	s.records_dropped = records_dropped_;
+	s.bytes_in = bytes_in_;
+	return s;
+}
+
+WorldRecorder::WorldRecorder(net::io_context& io, WorldOptions o, OriginLookup lookup)
+	: impl_(std::make_shared<WorldImpl>(io, std::move(o), std::move(lookup)))
+{
+}
+
+WorldRecorder::~WorldRecorder()
+{
+	impl_->stop();
+}
+
+void WorldRecorder::start()
+{
+	impl_->start();
+}
+
+void WorldRecorder::stop()
+{
+	impl_->stop();
+}
+
+WorldStats WorldRecorder::stats() const
+{
+	return impl_->stats();
+}
+
+}  // namespace airlock::proxy

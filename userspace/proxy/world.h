@@ -1,0 +1,93 @@
+#pragma once
+// The simulated world's recorder: what `airlock proxy` runs for a sandbox
+// whose policy redirects to the world. It accepts the connections the
+// kernel redirected to its listeners, writes down what each tried (one
+// record per HTTP request; one per other TCP stream) and answers HTTP with
+// the policy's canned responses, or a plain 200. Nothing is forwarded.
+//
+// One io_context, one thread, nothing blocks but the append of a record
+// line to a local file: a client that is slow, silent or hostile holds up
+// no other. Everything a client sends is bounded: the header (16 KiB),
+// what is kept of a body (max_body_bytes), what is read of a connection
+// (max_connection_bytes), how long it may stay silent (idle_timeout), how
+// many are open at once (max_connections), and the records file itself.
+// docs/world-recorder.md describes the records; tests/unit/
+// test_world_recorder.cpp drives it with curl, Python and raw sockets.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "net/address.h"
+#include "policy/policy.h"
+#include "proxy/records.h"  // Origin
+
+namespace airlock::proxy {
+
+// Called once per accepted connection (not for one refused as busy) with
+// the accepted socket's fd; nullopt: no origin is known (the connection
+// did not come through a redirect): it is closed at once, counted as
+// "unknown", and nothing is recorded.
+using OriginLookup = std::function<std::optional<Origin>(int accepted_fd)>;
+
+struct WorldOptions {
+	std::string sandbox;          // the sandbox's name, written in every record
+	std::vector<int> listen_fds;  // listening TCP sockets (IPv4 and/or IPv6), bound and listening; owned from here
+	int records_fd = -1;          // opened O_WRONLY|O_APPEND by the caller; owned from here
+	uint64_t max_records_bytes = 64ull << 20;  // the file never grows past this: records beyond are dropped, never cut
+	WorldPolicy world;                         // max_body_bytes, responses (fixtures)
+	size_t max_connections = 256;              // open at once; more are accepted and closed at once, counted
+	std::chrono::milliseconds idle_timeout{30000};  // silent this long (or not reading our answer): closed, recorded
+	uint64_t max_connection_bytes = 16ull << 20;    // read of one connection, then it is closed (recorded truncated)
+};
+
+struct WorldStats {
+	uint64_t connections = 0;      // accepted, all of them (unknown and busy included)
+	uint64_t unknown = 0;          // closed: the lookup knew no origin
+	uint64_t refused_busy = 0;     // closed: max_connections were open
+	uint64_t http_requests = 0;    // requests read (whole, or their header whole)
+	uint64_t tcp_streams = 0;      // streams recorded as "tcp"
+	uint64_t records_written = 0;  // http and tcp lines in the file (not the records-full line)
+	uint64_t records_dropped = 0;  // lines not written: the cap, or a failed write
+	uint64_t bytes_in = 0;         // read from every connection
+};
+
+class WorldImpl;
+
+class WorldRecorder {
+public:
+	// Takes the listeners and the records file (closed if this throws: a
+	// listen fd that is not a TCP socket).
+	WorldRecorder(boost::asio::io_context&, WorldOptions, OriginLookup);
+	~WorldRecorder();  // stop()
+	WorldRecorder(const WorldRecorder&) = delete;
+	WorldRecorder& operator=(const WorldRecorder&) = delete;
+
+	void start();  // begins accepting on every listen fd
+	// Closes the listeners and every connection (what an open connection
+	// sent so far is recorded), then the records file; io.run() then
+	// returns once nothing else is pending. On the io_context's thread.
+	void stop();
+	WorldStats stats() const;  // from any thread
+
+private:
+	std::shared_ptr<WorldImpl> impl_;
+};
+
+// The canned response for a request: the first whose host, method and path
+// match, or nullptr. host: the Host header as sent (its port, brackets and
+// a trailing dot are ignored, case too); path: the request target as sent
+// (matched without its query; an absolute-form target by its path).
+// Patterns: host "name", "*.name" (strictly below name) or "*"; method ""
+// (any) or exact; path "" (any), exact, or a prefix ending in '*'.
+const WorldResponse* find_response(const std::vector<WorldResponse>&, std::string_view host, std::string_view method,
+				   std::string_view target);
+
+}  // namespace airlock::proxy
