@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/proxy_cmd.h"
 #include "sandbox/state.h"
 #include "util/error.h"
 #include "util/exit_code.h"
@@ -274,6 +275,16 @@ int main(int argc, char** argv)
 	auto* eventsc = app.add_subcommand("events", "Audit lines of the sandboxes the daemon supervises");
 	eventsc->add_option("--sandbox", events_sandbox, "Only this sandbox")->check(kSandboxName);
 	eventsc->add_flag("--follow,-f", events_follow, "Keep printing new lines");
+	// airlock world show: the records of a sandbox's simulated world.
+	auto* world = app.add_subcommand("world", "What sandboxes tried in their simulated world");
+	world->require_subcommand(1);
+	std::string world_records, world_sandbox;
+	bool world_json = false;
+	auto* world_show = world->add_subcommand(
+		"show", "Print a world's records as a table: time, kind, destination, what was sent, body bytes, status");
+	world_show->add_option("RECORDS", world_records, "Records file (the world's records/SANDBOX.jsonl)")->required();
+	world_show->add_option("--sandbox", world_sandbox, "Only this sandbox's records")->check(kSandboxName);
+	world_show->add_flag("--json", world_json, "The records' JSON lines as they are");
 	bool uninstall_force = false;
 	auto* uninstall = app.add_subcommand(
 		"uninstall", "Remove every sandbox, the pins, the cgroup parent and the state directory (no daemon may run)");
@@ -293,6 +304,16 @@ int main(int argc, char** argv)
 		"Exit status: 0 enforced, or nothing to enforce; 1 the container must not start (one line on "
 		"standard error: no daemon, a policy that is not a name or not allowed, a rejected policy, a shared "
 		"cgroup, a cgroup below another sandbox).");
+	ProxyCommand proxy_cmd;
+	auto* proxyc = app.add_subcommand("proxy", "The proxy of a sandbox that redirects (started by airlock)");
+	proxyc->group("");  // not for people: `airlock run` and the daemon start it
+	proxyc->add_option("--sandbox", proxy_cmd.sandbox)->required();
+	proxyc->add_option("--slot", proxy_cmd.slot)->required();
+	proxyc->add_option("--policy", proxy_cmd.policy_file)->required();
+	proxyc->add_option("--user", proxy_cmd.user);
+	proxyc->add_option("--records-fd", proxy_cmd.records_fd)->required();
+	proxyc->add_option("--origin-fd", proxy_cmd.origin_fd)->required();
+	proxyc->add_option("--listen-fd", proxy_cmd.listen_fds)->required();
 	auto* reload = app.add_subcommand("reload", "Swap a running sandbox's policy atomically");
 	reload->add_option("name", name, "Sandbox")->required()->check(kSandboxName);
 	reload->add_option("file", file, "New policy file")->required();
@@ -356,8 +377,12 @@ int main(int argc, char** argv)
 			return cmd_uninstall(paths, uninstall_force);
 		if (eventsc->parsed())
 			return cmd_events(paths, events_sandbox, events_follow);
+		if (world_show->parsed())
+			return cmd_world_show(world_records, world_sandbox, world_json);
 		if (oci_hook->parsed())
 			return cmd_oci_hook(paths, hook_opts);
+		if (proxyc->parsed())
+			return cmd_proxy(proxy_cmd);
 	} catch (const std::exception& e) {
 		spdlog::error("{}", e.what());
 		return runs_command ? kExitAirlockError : kExitFailure;

@@ -48,6 +48,9 @@ int cmd_events(const Paths&, const std::string& sandbox, bool follow);
 int cmd_uninstall(const Paths&, bool force);
 // The container runtime's hook: the container's state on standard input.
 int cmd_oci_hook(const Paths&, const ops::OciHookOptions&);
+// The records of a sandbox's simulated world (a records file) as a table,
+// or (json) their lines as they are; sandbox: only its records.
+int cmd_world_show(const std::string& records, const std::string& sandbox, bool json);
 // A policy argument as the daemon must see it: an existing file by its
 // absolute path; anything else unchanged (a name in the daemon's policy dir).
 std::string policy_argument(const std::string& arg);

@@ -1,4 +1,5 @@
 #include "ops/ops.h"
+#include "ops/proxy.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -282,6 +283,10 @@ Result<SandboxRecord> add(const Paths& paths, const NewSandbox& o, std::string* 
 	if (!loaded)
 		return loaded.rejection();
 	const Policy& policy = *loaded;
+	if (needs_proxy(policy))
+		return Rejection{{fmt::format("{}: policy '{}' redirects to the world, whose proxy only `airlock run` "
+					      "starts in this version",
+					      o.policy_file, policy.name)}};
 	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
 	bool attach = !o.cgroup.empty() || o.pid > 0;
 	// Opened before anything is made: a log that cannot be written fails the

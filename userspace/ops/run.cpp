@@ -18,6 +18,7 @@
 #include "kernel/kernel.h"
 #include "ops/control.h"
 #include "ops/ops.h"
+#include "ops/proxy.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/launch.h"
 #include "sandbox/sandbox.h"
@@ -88,7 +89,8 @@ Fd block_signals()
 
 // Until the child exits: events of the sandbox (when this process supervises
 // it), signals passed on to the child, SIGHUP sent with kill(2) to on_hup.
-siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::function<void()>& on_hup)
+siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::function<void()>& on_hup,
+		     SandboxProxy* proxy = nullptr)
 {
 	Fd ep(::epoll_create1(EPOLL_CLOEXEC));
 	auto add = [&](int fd, uint64_t tag) {
@@ -102,6 +104,9 @@ siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::functi
 		add(sup->epoll_fd(), 1);
 	add(child.pidfd.get(), 2);
 	add(sigfd, 3);
+	// The proxy's exit: it is started again, with a new descriptor.
+	if (proxy && proxy->pidfd() >= 0)
+		add(proxy->pidfd(), 4);
 	siginfo_t si{};
 	for (bool exited = false; !exited;) {
 		struct epoll_event evs[4];
@@ -113,7 +118,12 @@ siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::functi
 		if (sup)
 			sup->poll();
 		for (int i = 0; i < n; i++) {
-			if (evs[i].data.u64 == 2) {
+			if (evs[i].data.u64 == 4) {
+				::epoll_ctl(ep.get(), EPOLL_CTL_DEL, proxy->pidfd(), nullptr);
+				proxy->reap();
+				if (proxy->pidfd() >= 0)
+					add(proxy->pidfd(), 4);
+			} else if (evs[i].data.u64 == 2) {
 				if (::waitid(static_cast<idtype_t>(P_PIDFD), child.pidfd.get(), &si, WEXITED) == 0)
 					exited = true;
 			} else if (evs[i].data.u64 == 3) {
@@ -258,7 +268,10 @@ int run(const Paths& paths, const RunOptions& o)
 	std::string name = o.name.empty() ? fmt::format("{}-{}", policy.name, ::getpid()) : o.name;
 	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
 	Fd sigfd = block_signals();
-	if (!o.standalone && daemon_ask(paths, Request::of(Request::Cmd::Ping)))
+	// A policy that redirects needs its proxy, which this process starts
+	// and watches: it supervises the sandbox itself.
+	bool with_proxy = needs_proxy(policy);
+	if (!o.standalone && !with_proxy && daemon_ask(paths, Request::of(Request::Cmd::Ping)))
 		return run_via_daemon(paths, o, policy, name, audit_path, sigfd.get());
 	AuditLog audit(audit_path, o.audit_bound);
 
@@ -276,9 +289,14 @@ int run(const Paths& paths, const RunOptions& o)
 		     k->adopted() ? "adopted from pins" : "loaded and pinned");
 
 	std::unique_ptr<Supervisor> sup;
+	std::unique_ptr<SandboxProxy> proxy;
 	try {
 		sup = std::make_unique<Supervisor>(*k, paths, rec, policy);
+		if (with_proxy)
+			proxy = std::make_unique<SandboxProxy>(*k, paths, rec, policy);
 	} catch (...) {
+		proxy.reset();
+		sup.reset();
 		FileLock lock(paths.lock_file());
 		destroy_sandbox(*k, paths, rec);
 		throw;
@@ -288,6 +306,7 @@ int run(const Paths& paths, const RunOptions& o)
 	try {
 		child = spawn(name, rec.cgroup, o, policy);
 	} catch (...) {
+		proxy.reset();
 		sup.reset();
 		FileLock lock(paths.lock_file());
 		destroy_sandbox(*k, paths, rec);
@@ -297,9 +316,11 @@ int run(const Paths& paths, const RunOptions& o)
 			       {"policy", policy.name}, {"policy_file", rec.policy_file}, {"pid", child.pid},
 			       {"command", o.command}, {"confinement", child.confinement.to_json()}});
 
-	siginfo_t si = wait_child(child, sigfd.get(), sup.get(), [&] { sup->reload_from_file("SIGHUP"); });
+	siginfo_t si = wait_child(
+		child, sigfd.get(), sup.get(), [&] { sup->reload_from_file("SIGHUP"); }, proxy.get());
 	bool killed_on_violation = sup->killed_on_violation();
-	sup.reset();  // reads what is left in the ring
+	proxy.reset();  // writes its last records
+	sup.reset();    // reads what is left in the ring
 
 	int status = exit_status_of(si);
 	std::error_code ec;

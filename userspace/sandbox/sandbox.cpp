@@ -80,14 +80,16 @@ Result<Policy> load_policy(const std::string& file)
 	// Compile once for the errors only the compiler finds (kernel limits).
 	if (auto c = compile_policy(*res.policy, 1); !c.compiled)
 		return Rejection{lines_of(c.errors)};
-	// What the proxy decides (redirects, the SNI gate) and byte budgets
-	// are read by `policy check` and `policy show`, but not enforced yet:
-	// a policy that relies on them is refused rather than enforced without.
+	// Redirects to a simulator of the operator's, the SNI gate and byte
+	// budgets are read by `policy check` and `policy show`, but not
+	// enforced yet: a policy that relies on them is refused rather than
+	// enforced without.
 	std::vector<PolicyError> unenforced;
 	for (const auto& r : res.policy->rules) {
 		std::string at = "rules/" + std::to_string(r.index);
-		if (r.action == Action::Redirect)
-			unenforced.push_back({file, at + "/action", "redirect is not enforced by this version of airlock"});
+		if (r.action == Action::Redirect && r.redirect && !r.redirect->world)
+			unenforced.push_back({file, at + "/to",
+					      "a redirect to HOST:PORT is not enforced by this version of airlock (\"world\" is)"});
 		if (r.tls_sni_require)
 			unenforced.push_back({file, at + "/tls", "the SNI gate is not enforced by this version of airlock"});
 		if (r.budget_egress_bytes)
@@ -161,6 +163,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 		// The record first, so that a failure below is cleaned up like any sandbox.
 		save_record(paths, r);
 		k.clear_latch(slot);
+		k.set_proxy(slot, al_proxy{});
 		k.reset_counters(slot);
 		k.delete_rules(policy_id_of(slot, 0));
 		k.delete_rules(policy_id_of(slot, 1));
@@ -238,6 +241,7 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 	k.delete_ring(r.slot);
 	k.delete_dns_tables(r.slot);
 	k.delete_unix_table(r.slot);
+	k.set_proxy(r.slot, al_proxy{});
 	k.clear_latch(r.slot);
 	if (!r.attached)
 		cgroup::remove(r.cgroup);

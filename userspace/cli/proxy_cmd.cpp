@@ -1,0 +1,192 @@
+// `airlock proxy`: the process that reads what redirected connections send.
+// The agent starts it as root with its descriptors in place (records,
+// the origin map read-only, the listeners); before it reads a byte of a
+// sandbox's it becomes an unprivileged user with no capabilities, under a
+// seccomp filter that leaves it no way to open a file, make a socket or
+// connect anywhere.
+#include "cli/proxy_cmd.h"
+
+#include <bpf/bpf.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <seccomp.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "net/address.h"
+#include "policy/policy.h"
+#include "proxy/world.h"
+#include "util/error.h"
+#include "util/exit_code.h"
+
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+
+namespace airlock {
+
+namespace {
+
+void check_fd(int fd, const char* what, bool socket)
+{
+	struct stat st{};
+	if (fd < 0 || ::fstat(fd, &st) != 0)
+		fail("{}: descriptor {} is not open", what, fd);
+	if (socket != S_ISSOCK(st.st_mode))
+		fail("{}: descriptor {} is {}a socket", what, fd, socket ? "not " : "");
+}
+
+// uid 0 to the proxy's user: groups, gid, uid, and no way back (no new
+// privileges, an empty bounding set, no capabilities left).
+void drop_privileges(const std::string& user)
+{
+	uid_t uid = 65534;
+	gid_t gid = 65534;
+	if (struct passwd* pw = ::getpwnam(user.c_str())) {
+		uid = pw->pw_uid;
+		gid = pw->pw_gid;
+	} else if (struct passwd* nobody = ::getpwnam("nobody")) {
+		uid = nobody->pw_uid;
+		gid = nobody->pw_gid;
+	}
+	if (uid == 0)
+		fail("proxy user '{}' is uid 0", user);
+	if (::geteuid() == 0) {
+		for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+			::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+		if (::setgroups(0, nullptr) != 0)
+			fail_errno("setgroups");
+	}
+	if (::setresgid(gid, gid, gid) != 0)
+		fail_errno("setresgid");
+	if (::setresuid(uid, uid, uid) != 0)
+		fail_errno("setresuid");
+	if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		fail_errno("no_new_privs");
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2] = {};
+	if (::syscall(SYS_capset, &h, d) != 0)
+		fail_errno("capset");
+	if (::setuid(0) == 0)
+		fail("the proxy could become uid 0 again");
+}
+
+// What the recorder needs and nothing more: its sockets, its clock, its
+// memory, lookups in the origin map. No open, socket, connect, bind,
+// execve: the rest fails with EPERM.
+void install_seccomp()
+{
+	scmp_filter_ctx ctx = ::seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	if (!ctx)
+		fail("seccomp_init failed");
+	const char* allowed[] = {
+		"read", "write", "readv", "writev", "recvfrom", "recvmsg", "sendto", "sendmsg", "accept", "accept4",
+		"close", "shutdown", "getpeername", "getsockname", "getsockopt", "setsockopt", "fcntl", "ioctl",
+		"epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd2", "timerfd_create",
+		"timerfd_settime", "timerfd_gettime", "clock_gettime", "clock_nanosleep", "nanosleep", "gettimeofday",
+		"futex", "mmap", "munmap", "mremap", "brk", "madvise", "mprotect", "rt_sigreturn", "rt_sigprocmask",
+		"exit", "exit_group", "fstat", "newfstatat", "lseek", "getrandom", "sched_yield", "restart_syscall",
+		"getpid", "gettid", "tgkill", "rseq", "fsync", "fdatasync", "poll", "ppoll", "pipe2"};
+	int rc = 0;
+	for (const char* name : allowed) {
+		int nr = ::seccomp_syscall_resolve_name(name);
+		if (nr != __NR_SCMP_ERROR)
+			rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+	}
+	rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(bpf), 1, SCMP_A0(SCMP_CMP_EQ, BPF_MAP_LOOKUP_ELEM));
+	if (rc == 0)
+		rc = ::seccomp_load(ctx);
+	::seccomp_release(ctx);
+	if (rc != 0)
+		fail("seccomp filter: {}", std::strerror(-rc));
+}
+
+// Where the client of an accepted connection meant to go: its address and
+// port, in its network namespace, filed by the kernel as it connected.
+std::optional<proxy::Origin> lookup_origin(int origin_fd, uint32_t slot, int fd)
+{
+	sockaddr_storage peer{};
+	socklen_t len = sizeof(peer);
+	if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0)
+		return std::nullopt;
+	al_origin_key key{};
+	socklen_t clen = sizeof(key.netns_cookie);
+	if (::getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &key.netns_cookie, &clen) != 0)
+		return std::nullopt;
+	if (peer.ss_family == AF_INET) {
+		const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
+		key.family = AL_FAMILY_IPV4;
+		key.port = ntohs(a->sin_port);
+		std::memcpy(key.addr, &a->sin_addr, 4);
+	} else if (peer.ss_family == AF_INET6) {
+		const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
+		Address addr = normalise(from_raw(AL_FAMILY_IPV6, a->sin6_addr.s6_addr));
+		key.family = addr.family;
+		key.port = ntohs(a->sin6_port);
+		std::memcpy(key.addr, addr.bytes.data(), sizeof(key.addr));
+	} else {
+		return std::nullopt;
+	}
+	al_origin v{};
+	if (::bpf_map_lookup_elem(origin_fd, &key, &v) != 0 || v.slot != slot)
+		return std::nullopt;
+	proxy::Origin o;
+	o.addr = from_raw(v.family, v.addr);
+	o.port = v.port;
+	o.protocol = v.protocol;
+	o.rule = v.rule;
+	return o;
+}
+
+}  // namespace
+
+int cmd_proxy(const ProxyCommand& c)
+{
+	auto parsed = parse_policy_file(c.policy_file);
+	if (!parsed.policy)
+		fail("{}", parsed.errors.front().str());
+	check_fd(c.records_fd, "--records-fd", false);
+	check_fd(c.origin_fd, "--origin-fd", false);
+	if (c.listen_fds.empty())
+		fail("--listen-fd: at least one listener is needed");
+	for (int fd : c.listen_fds)
+		check_fd(fd, "--listen-fd", true);
+
+	proxy::WorldOptions o;
+	o.sandbox = c.sandbox;
+	o.listen_fds = c.listen_fds;
+	o.records_fd = c.records_fd;
+	o.world = parsed.policy->world.value_or(WorldPolicy{});
+
+	boost::asio::io_context io;
+	int origin_fd = c.origin_fd;
+	uint32_t slot = c.slot;
+	proxy::WorldRecorder recorder(io, o, [origin_fd, slot](int fd) { return lookup_origin(origin_fd, slot, fd); });
+	boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+	signals.async_wait([&](const boost::system::error_code&, int) { recorder.stop(); });
+
+	drop_privileges(c.user);
+	install_seccomp();
+	recorder.start();
+	spdlog::info("proxy of sandbox {}: recording as uid {}", c.sandbox, ::getuid());
+	io.run();
+	auto s = recorder.stats();
+	spdlog::info("proxy of sandbox {}: {} connections, {} records, {} dropped", c.sandbox, s.connections,
+		     s.records_written, s.records_dropped);
+	return kExitOk;
+}
+
+}  // namespace airlock

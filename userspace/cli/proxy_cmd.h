@@ -1,0 +1,22 @@
+#pragma once
+// `airlock proxy`: started by the agent for a sandbox whose policy
+// redirects; not a command for people.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace airlock {
+
+struct ProxyCommand {
+	std::string sandbox;
+	uint32_t slot = 0;
+	std::string policy_file;  // the agent's copy of the sandbox's policy
+	std::string user = "airlock-proxy";
+	int records_fd = -1;
+	int origin_fd = -1;
+	std::vector<int> listen_fds;
+};
+
+int cmd_proxy(const ProxyCommand&);
+
+}  // namespace airlock

@@ -1,0 +1,241 @@
+#include "ops/proxy.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "util/error.h"
+#include "util/files.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+namespace airlock::ops {
+
+namespace {
+
+constexpr int kRecordsFd = 3;
+constexpr int kOriginFd = 4;
+constexpr int kListen4Fd = 5;
+constexpr int kListen6Fd = 6;
+
+Fd high_dup(int fd)
+{
+	int n = ::fcntl(fd, F_DUPFD_CLOEXEC, 100);
+	if (n < 0)
+		fail_errno("dup a descriptor for the proxy");
+	return Fd(n);
+}
+
+Fd listener(int family, uint16_t port)
+{
+	Fd s(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	if (!s.valid())
+		return s;
+	int one = 1;
+	::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	int rc;
+	if (family == AF_INET) {
+		sockaddr_in a{};
+		a.sin_family = AF_INET;
+		a.sin_port = htons(port);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+	} else {
+		::setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		sockaddr_in6 a{};
+		a.sin6_family = AF_INET6;
+		a.sin6_port = htons(port);
+		a.sin6_addr = in6addr_loopback;
+		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+	}
+	if (rc != 0 || ::listen(s.get(), 1024) != 0)
+		return Fd();
+	return s;
+}
+
+uint16_t port_of(int fd)
+{
+	sockaddr_in a{};
+	socklen_t len = sizeof(a);
+	if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+		fail_errno("getsockname of the proxy's listener");
+	return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+bool needs_proxy(const Policy& p)
+{
+	for (const auto& r : p.rules)
+		if (r.through_proxy())
+			return true;
+	return false;
+}
+
+std::string records_file(const Policy& p, const std::string& sandbox)
+{
+	std::string dir = p.world ? p.world->records_dir : WorldPolicy{}.records_dir;
+	return dir + "/" + sandbox + ".jsonl";
+}
+
+SandboxProxy::SandboxProxy(kernel::Kernel& k, const Paths& paths, const SandboxRecord& rec, const Policy& policy,
+			   ProxyOptions o)
+    : k_(k), paths_(paths), rec_(rec), policy_(policy), o_(std::move(o)), records_(records_file(policy, rec.name))
+{
+	start();
+}
+
+SandboxProxy::~SandboxProxy()
+{
+	try {
+		k_.set_proxy(rec_.slot, al_proxy{});
+	} catch (const std::exception& e) {
+		spdlog::error("{}: {}", rec_.name, e.what());
+	}
+	stop();
+}
+
+void SandboxProxy::start()
+{
+	starts_.push_back(std::chrono::steady_clock::now());
+	// Listeners first: the same port again if it is free, so that the
+	// records of one sandbox name one proxy port.
+	Fd l4 = listener(AF_INET, port_);
+	if (!l4.valid() && port_ != 0)
+		l4 = listener(AF_INET, 0);
+	if (!l4.valid())
+		fail_errno("listen on 127.0.0.1 for the proxy of sandbox " + rec_.name);
+	port_ = port_of(l4.get());
+	Fd l6 = listener(AF_INET6, port_);
+	if (!l6.valid())
+		spdlog::warn("{}: no proxy listener on [::1]:{} ({}): IPv6 destinations are not redirected, their "
+			     "connects fail (no-proxy)",
+			     rec_.name, port_, std::strerror(errno));
+
+	std::string dir = records_.substr(0, records_.rfind('/'));
+	make_dirs(dir, 0750);
+	Fd records(::open(records_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640));
+	if (!records.valid())
+		fail_errno("open the world's records " + records_);
+	Fd origin = k_.origin_map_readonly();
+
+	// Everything the child needs, made before it exists: between fork and
+	// exec it only moves descriptors.
+	Fd h_records = high_dup(records.get());
+	Fd h_origin = high_dup(origin.get());
+	Fd h_l4 = high_dup(l4.get());
+	Fd h_l6 = l6.valid() ? high_dup(l6.get()) : Fd();
+	std::string policy_copy = paths_.policy_copy(rec_.name, rec_.bank);
+	std::vector<std::string> args = {"airlock",
+					  "proxy",
+					  "--sandbox",
+					  rec_.name,
+					  "--slot",
+					  std::to_string(rec_.slot),
+					  "--policy",
+					  policy_copy,
+					  "--user",
+					  o_.user,
+					  "--records-fd",
+					  std::to_string(kRecordsFd),
+					  "--origin-fd",
+					  std::to_string(kOriginFd),
+					  "--listen-fd",
+					  std::to_string(kListen4Fd)};
+	if (h_l6.valid()) {
+		args.emplace_back("--listen-fd");
+		args.emplace_back(std::to_string(kListen6Fd));
+	}
+	std::vector<char*> argv;
+	for (auto& a : args)
+		argv.push_back(a.data());
+	argv.push_back(nullptr);
+	pid_t parent = ::getpid();
+
+	pid_t pid = ::fork();
+	if (pid < 0)
+		fail_errno("fork the proxy of sandbox " + rec_.name);
+	if (pid == 0) {
+		::prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (::getppid() != parent)
+			::_exit(127);
+		sigset_t none;
+		sigemptyset(&none);
+		::sigprocmask(SIG_SETMASK, &none, nullptr);
+		if (::dup2(h_records.get(), kRecordsFd) < 0 || ::dup2(h_origin.get(), kOriginFd) < 0 ||
+		    ::dup2(h_l4.get(), kListen4Fd) < 0 || (h_l6.valid() && ::dup2(h_l6.get(), kListen6Fd) < 0))
+			::_exit(127);
+		::syscall(SYS_close_range, h_l6.valid() ? kListen6Fd + 1 : kListen4Fd + 1, ~0u, 0);
+		::execv(o_.program.c_str(), argv.data());
+		::_exit(127);
+	}
+	pid_ = pid;
+	pidfd_ = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+	if (!pidfd_.valid())
+		fail_errno("pidfd_open of the proxy");
+	// The listeners are the proxy's alone now: when it dies, they close.
+	al_proxy px{};
+	px.addr4 = htonl(INADDR_LOOPBACK);
+	px.port = port_;
+	if (h_l6.valid()) {
+		px.flags = AL_PROXY_IPV6;
+		std::memcpy(px.addr6, &in6addr_loopback, sizeof(px.addr6));
+	}
+	k_.set_proxy(rec_.slot, px);
+	spdlog::info("{}: proxy {} on 127.0.0.1:{}{}, records in {}", rec_.name, pid_, port_,
+		     h_l6.valid() ? fmt::format(" and [::1]:{}", port_) : "", records_);
+}
+
+void SandboxProxy::stop()
+{
+	if (pid_ <= 0)
+		return;
+	::kill(pid_, SIGTERM);
+	struct pollfd p = {pidfd_.get(), POLLIN, 0};
+	if (::poll(&p, 1, 2000) != 1)
+		::kill(pid_, SIGKILL);
+	siginfo_t si{};
+	::waitid(static_cast<idtype_t>(P_PIDFD), pidfd_.get(), &si, WEXITED);
+	pid_ = -1;
+	pidfd_.reset();
+}
+
+void SandboxProxy::reap()
+{
+	k_.set_proxy(rec_.slot, al_proxy{});
+	siginfo_t si{};
+	if (::waitid(static_cast<idtype_t>(P_PIDFD), pidfd_.get(), &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0)
+		return;  // not yet: the caller polls again
+	spdlog::warn("{}: the proxy {} {} {}", rec_.name, pid_, si.si_code == CLD_EXITED ? "exited with" : "died of signal",
+		     si.si_status);
+	pid_ = -1;
+	pidfd_.reset();
+	auto now = std::chrono::steady_clock::now();
+	std::erase_if(starts_, [&](auto t) { return now - t > o_.window; });
+	if (starts_.size() >= o_.max_restarts) {
+		spdlog::error("{}: the proxy died {} times within {} s; it stays down and redirected connects fail "
+			      "(reason no-proxy)",
+			      rec_.name, starts_.size(), o_.window.count());
+		return;
+	}
+	start();
+}
+
+}  // namespace airlock::ops
