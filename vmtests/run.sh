@@ -44,6 +44,12 @@ cat > "$root/policy.json" <<'JSON'
  "dns": {"resolvers": ["127.0.0.1"], "types": ["A"]}}
 JSON
 sed 's/"on_violation": "deny"/"on_violation": "kill"/; s/"name": "vm"/"name": "vm-kill"/' "$root/policy.json" > "$root/policy-kill.json"
+cat > "$root/world.json" <<'JSON'
+{"version": 1, "name": "vm-world", "on_violation": "deny",
+ "rules": [{"action": "redirect", "cidr": "0.0.0.0/0", "to": "world"},
+           {"action": "redirect", "cidr": "::/0", "to": "world"}],
+ "world": {"records": "/tmp/world", "dns": "resolvers"}}
+JSON
 cat > "$root/init" <<'INIT'
 #!/bin/sh
 mount -t proc proc /proc
@@ -80,6 +86,11 @@ airlock run --policy /policy-kill.json --name vm-kill --audit-log /tmp/kill.json
   sh -c 'echo AIRLOCK-VM-KILL | nc -w 2 127.0.0.1 8081; sleep 30; echo not-killed' > /tmp/kill.out 2>&1
 kill_rc=$?
 echo "VMTEST kill-exit $kill_rc"
+# World mode on this kernel: the connect to an address with no route lands
+# in the recorder (sock_addr rewrite, sockops, socket storage, getpeername).
+airlock run --policy /world.json --name vm-world --audit-log /tmp/world-audit.jsonl -- \
+  sh -c 'printf "GET /vm-world HTTP/1.0\r\nHost: example.test\r\n\r\n" | nc -w 3 203.0.113.10 80' > /tmp/world.out 2>/tmp/world.err
+echo "VMTEST world-exit $?"
 sleep 1
 ok=0
 grep -q AIRLOCK-VM-OK /tmp/got && grep -q '"hook":"connect4"' /tmp/audit.jsonl && grep -q '"port":8081' /tmp/audit.jsonl && ok=1
@@ -107,6 +118,9 @@ grep -q "^esc-rc=1\$" /tmp/contain.out && grep -q '"port":8083' /tmp/contain.jso
 ! grep -q AIRLOCK-VM-ESC /tmp/got-esc || { echo "VMTEST uid 0 got out"; ok=0; }
 # on_violation kill: the sandbox ends at its violation (exit status 120), the rest never runs.
 [ "$kill_rc" = 120 ] && ! grep -q not-killed /tmp/kill.out || { echo "VMTEST kill"; ok=0; }
+# World: the request recorded with its original destination, the recorder's answer back.
+grep -q '"dst":"203.0.113.10","port":80' /tmp/world/vm-world.jsonl && grep -q '"path":"/vm-world"' /tmp/world/vm-world.jsonl && \
+  grep -q "^HTTP/1.[01] 200" /tmp/world.out || { echo "VMTEST world"; cat /tmp/world.err /tmp/world.out /tmp/world/vm-world.jsonl; ok=0; }
 cat /tmp/audit.jsonl /tmp/contain.jsonl
 if [ $ok = 1 ]; then echo "VMTEST PASS"; else echo "VMTEST FAIL"; fi
 poweroff -f

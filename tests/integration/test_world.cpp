@@ -1,0 +1,324 @@
+// World mode: redirect rules send a sandbox's TCP connects to its proxy, the
+// recorder, which writes down what the agent tried; nothing reaches the
+// destination. Real clients (curl, Python, Node) in the client namespace,
+// the real kernel rewriting their connects.
+//
+// The destinations are the sink's forbidden addresses (10.77.0.3, fd77::3,
+// routed to the sink): had a redirect failed, the marker would reach the
+// sink, whose two oracles (received data, captured frames) must see 0.
+#include <dirent.h>
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "fixture.h"
+
+namespace it {
+namespace {
+
+// A decision of the audit log that is not a violation.
+Match not_a_violation(const char* hook, const char* verdict, const char* reason, const std::string& dst, int port)
+{
+	Match m;
+	m.hook = hook;
+	m.verdict = verdict;
+	m.reason = reason;
+	m.dst = dst;
+	m.port = port;
+	m.violation = false;
+	return m;
+}
+
+class World : public AirlockTest {
+protected:
+	void SetUp() override
+	{
+		AirlockTest::SetUp();
+		if (HasFatalFailure())
+			return;
+		records_dir_ = env().path("world");
+	}
+	std::string sandbox(const std::string& tag) { return "w" + env().id + "-" + tag; }
+	std::string records(const std::string& name) const { return records_dir_ + "/" + name + ".jsonl"; }
+
+	json world_policy(const std::string& on_violation = "deny", json extra_rules = json::array())
+	{
+		json rules = extra_rules;
+		rules.push_back({{"action", "redirect"}, {"cidr", "0.0.0.0/0"}, {"to", "world"}});
+		rules.push_back({{"action", "redirect"}, {"cidr", "::/0"}, {"to", "world"}});
+		return json{{"version", 1},
+			    {"name", "it-world"},
+			    {"mode", "enforce"},
+			    {"on_violation", on_violation},
+			    {"rules", rules},
+			    {"world",
+			     {{"records", records_dir_},
+			      {"max_body_bytes", 1024},
+			      {"dns", "resolvers"},
+			      {"responses",
+			       json::array({{{"host", "*"},
+					     {"method", "GET"},
+					     {"path", "/fixture"},
+					     {"status", 201},
+					     {"body", "from the fixture\n"}}})}}}};
+	}
+
+	RunResult run_in_world(const std::string& name, const std::vector<std::string>& cmd, const json& policy,
+			       Ms timeout = 30s)
+	{
+		RunSpec s;
+		s.policy = env().write_policy(name + ".json", policy);
+		s.name = name;
+		s.cmd = cmd;
+		s.log_allowed = true;
+		return env().run(s, timeout);
+	}
+
+	// The records of a sandbox, waited for until `n` are there.
+	std::vector<json> wait_records(const std::string& name, size_t n, Ms timeout = 5s)
+	{
+		std::vector<json> lines;
+		wait_until(
+			[&] {
+				lines = read_json_lines(records(name));
+				return lines.size() >= n;
+			},
+			timeout);
+		return lines;
+	}
+
+	static std::optional<json> record_with(const std::vector<json>& lines, const std::string& key,
+					       const std::string& needle)
+	{
+		for (const auto& j : lines)
+			if (j.contains(key) && j[key].is_string() && j[key].get<std::string>().find(needle) != std::string::npos)
+				return j;
+		return std::nullopt;
+	}
+
+	std::string records_dir_;
+};
+
+// Every client, every family: the connect lands in the recorder, the request
+// is recorded with its original destination, the answer comes back,
+// getpeername shows the original address, and nothing reaches the sink.
+TEST_F(World, RealClientsLandInTheRecorderAndNothingLeaves)
+{
+	std::string name = sandbox("clients");
+	std::string m4 = env().marker("py4"), m6 = env().marker("py6"), mm = env().marker("mapped");
+	std::string mc = env().marker("curl"), mp = env().marker("post"), mn = env().marker("node");
+	std::string node_js = fmt::format(
+		"require('http').get('http://10.77.0.3:9005/node/{}', r => {{ let b = ''; r.on('data', c => b += c); "
+		"r.on('end', () => console.log(JSON.stringify({{node: r.statusCode, body: b}}))); }})"
+		".on('error', e => {{ console.log(JSON.stringify({{node: 'error', error: e.code}})); }});",
+		mn);
+	auto rr = run_in_world(
+		name,
+		Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m4, dest6(kDenied6, 9002), m6,
+						       "[::ffff:10.77.0.3]:9003", mm}),
+			  {"curl", "-sS", "-H", "X-Marker: " + mc, "http://10.77.0.3:9004/curl/path?q=" + mc},
+			  {"curl", "-sS", "-d", "body=" + mp, "http://203.0.113.10/submit"},
+			  {"curl", "-sS", "http://10.77.0.3:9006/fixture"},
+			  {"node", "-e", node_js}}),
+		world_policy());
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+
+	// What the clients saw: an answer, and their peer as they meant it.
+	for (const auto& [marker, peer, port] : std::vector<std::tuple<std::string, std::string, int>>{
+		     {m4, kDenied4, 9001}, {m6, kDenied6, 9002}, {mm, "::ffff:10.77.0.3", 9003}}) {
+		json r = ResultFor(rr, marker);
+		ASSERT_TRUE(r.is_object()) << marker << "\n" << rr.describe();
+		EXPECT_EQ(r.value("ok", false), true) << r.dump();
+		EXPECT_EQ(r.value("status", 0), 200) << r.dump();
+		EXPECT_EQ(r.value("peer", ""), peer) << r.dump();
+		EXPECT_EQ(r.value("peer_port", 0), port) << r.dump();
+	}
+	EXPECT_NE(rr.r.out.find("from the fixture\n"), std::string::npos) << rr.describe();
+	EXPECT_NE(rr.r.out.find("{\"node\":200"), std::string::npos) << rr.describe();
+
+	// What the recorder wrote.
+	auto lines = wait_records(name, 7);
+	ASSERT_GE(lines.size(), 7u) << read_file(records(name));
+	struct Want {
+		std::string marker, dst;
+		int port;
+		std::string method;
+	};
+	for (const auto& w : std::vector<Want>{{m4, kDenied4, 9001, "GET"},
+					       {m6, kDenied6, 9002, "GET"},
+					       {mm, kDenied4, 9003, "GET"},
+					       {mc, kDenied4, 9004, "GET"},
+					       {mn, kDenied4, 9005, "GET"}}) {
+		auto j = record_with(lines, "path", w.marker);
+		ASSERT_TRUE(j) << "no record for " << w.marker << "\n" << read_file(records(name));
+		EXPECT_EQ(j->value("sandbox", ""), name) << j->dump();
+		EXPECT_EQ(j->value("kind", ""), "http") << j->dump();
+		EXPECT_EQ(j->value("dst", ""), w.dst) << j->dump();
+		EXPECT_EQ(j->value("port", 0), w.port) << j->dump();
+		EXPECT_EQ(j->value("method", ""), w.method) << j->dump();
+		EXPECT_EQ(j->value("status", 0), 200) << j->dump();
+	}
+	auto curl = record_with(lines, "path", mc);
+	ASSERT_TRUE(curl);
+	EXPECT_EQ((*curl)["headers"].value("X-Marker", ""), mc) << curl->dump();
+	auto post = record_with(lines, "body", mp);
+	ASSERT_TRUE(post) << read_file(records(name));
+	EXPECT_EQ(post->value("dst", ""), "203.0.113.10");
+	EXPECT_EQ(post->value("port", 0), 80);
+	EXPECT_EQ(post->value("method", ""), "POST");
+	EXPECT_EQ(post->value("path", ""), "/submit");
+	EXPECT_EQ(post->value("body", ""), "body=" + mp);
+	EXPECT_EQ(post->value("body_bytes", 0), static_cast<int>(("body=" + mp).size()));
+	auto fixture = record_with(lines, "path", "/fixture");
+	ASSERT_TRUE(fixture);
+	EXPECT_EQ(fixture->value("status", 0), 201);
+
+	// Nothing reached a destination.
+	for (const auto& m : {m4, m6, mm, mc, mp, mn})
+		EXPECT_TRUE(NothingArrived(env(), m));
+	// The connects were redirects, allowed, logged with their rule.
+	Match redirect = not_a_violation("connect4", "allow", "redirect", kDenied4, 9001);
+	EXPECT_TRUE(Logged(env().audit(), redirect, name));
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+}
+
+// The proxy's port is the proxy's: a sandbox that names it, even with a
+// rule that allows loopback, is denied; only a redirect gets there.
+TEST_F(World, TheProxyPortIsReachedOnlyThroughARedirect)
+{
+	std::string name = sandbox("port");
+	json extra = json::array({{{"action", "allow"}, {"cidr", "127.0.0.0/8"}, {"protocol", "tcp"}}});
+	// The command learns the proxy's port from the kernel's own view: the
+	// port of a redirected connection's local end of the proxy's listener
+	// is not visible to it, so it reads it from the agent's log, passed in
+	// a file by the test.
+	std::string port_file = env().path("proxy-port");
+	std::string m = env().marker("direct");
+	RunSpec s;
+	s.policy = env().write_policy(name + ".json", world_policy("deny", extra));
+	s.name = name;
+	s.cmd = Sequence({env().py("wait_file.py", {port_file, "10"}),
+			  {"sh", "-c", "exec " + python() + " " + client_script("tcp_send.py") + " 127.0.0.1:$(cat " +
+					       port_file + ") " + m}});
+	s.log_allowed = true;
+	Proc& p = env().start_run(s);
+	std::smatch sm;
+	std::regex re("proxy [0-9]+ on 127\\.0\\.0\\.1:([0-9]+)");
+	std::string err;
+	ASSERT_TRUE(wait_until(
+		[&] {
+			err = p.err();
+			return std::regex_search(err, sm, re);
+		},
+		10s))
+		<< p.err();
+	int port = std::stoi(sm[1]);
+	write_file(port_file, std::to_string(port));
+	ASSERT_EQ(p.wait(20s), std::optional<int>(0)) << p.describe() << p.out() << p.err();
+	json r;
+	for (const auto& j : json_objects_in(p.out())) {
+		if (j.contains("results"))
+			r = j["results"][0];
+	}
+	EXPECT_EQ(r.value("ok", true), false) << p.out();
+	EXPECT_EQ(r.value("errno", ""), "EPERM") << p.out();
+	Match m2 = Violation("connect4", "proxy-port", "127.0.0.1", port);
+	EXPECT_TRUE(Logged(env().audit(), m2, name));
+	EXPECT_TRUE(read_json_lines(records(name)).empty()) << read_file(records(name));
+}
+
+// UDP to a destination redirected over TCP is refused at the call, counted,
+// and no violation (QUIC falls back to TCP): a freezing policy does not
+// freeze, and nothing reaches the sink.
+TEST_F(World, UdpToARedirectedDestinationIsRefusedWithoutAViolation)
+{
+	std::string name = sandbox("udp");
+	std::string m = env().marker("udp"), after = env().marker("after");
+	auto rr = run_in_world(name,
+			       Sequence({env().py("udp_send.py", {dest4(kDenied4, 9010), m}),
+					 env().py("world_client.py", {dest4(kDenied4, 9011), after})}),
+			       world_policy("freeze"));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	json r = ResultFor(rr, m);
+	EXPECT_EQ(r.value("ok", true), false) << rr.describe();
+	EXPECT_EQ(r.value("errno", ""), "EPERM") << rr.describe();
+	// Not frozen: the TCP request after it was answered.
+	EXPECT_EQ(ResultFor(rr, after).value("status", 0), 200) << rr.describe();
+	Match refused = not_a_violation("sendmsg4", "deny", "redirect-udp", kDenied4, 9010);
+	EXPECT_TRUE(Logged(env().audit(), refused, name));
+	EXPECT_TRUE(NothingArrived(env(), m));
+}
+
+// The proxy: its own unprivileged user, no capabilities, no new privileges,
+// a seccomp filter, outside the sandbox's cgroup. Killed, it is started
+// again; killed too often, it stays down and redirected connects fail
+// closed (EPERM, no-proxy, not a violation), never reaching the destination.
+TEST_F(World, TheProxyIsUnprivilegedAndItsDeathFailsClosed)
+{
+	std::string name = sandbox("dead");
+	std::string go = env().path("go");
+	std::string m = env().marker("dead");
+	RunSpec s;
+	s.policy = env().write_policy(name + ".json", world_policy("freeze"));
+	s.name = name;
+	s.cmd = Sequence({env().py("wait_file.py", {go, "30"}), env().py("world_client.py", {dest4(kDenied4, 9020), m})});
+	Proc& p = env().start_run(s);
+	std::regex re("proxy ([0-9]+) on 127");
+	auto proxy_pid = [&]() -> pid_t {
+		std::string err = p.err();
+		pid_t last = -1;
+		for (std::sregex_iterator it(err.begin(), err.end(), re), end; it != end; ++it)
+			last = std::stoi((*it)[1]);
+		return last;
+	};
+	ASSERT_TRUE(wait_until([&] { return proxy_pid() > 0; }, 10s)) << p.err();
+	pid_t pid = proxy_pid();
+	std::string status;
+	ASSERT_TRUE(wait_until(
+		[&] {
+			status = read_file(fmt::format("/proc/{}/status", pid));
+			return status.find("Seccomp:\t2") != std::string::npos;
+		},
+		5s))
+		<< status;
+	auto field = [&](const std::string& key) {
+		std::smatch sm;
+		std::regex r("\n" + key + ":\\s*([^\n]*)");
+		return std::regex_search(status, sm, r) ? sm[1].str() : std::string();
+	};
+	EXPECT_EQ(field("Uid").substr(0, field("Uid").find('\t')), "65534") << status;
+	EXPECT_EQ(field("CapEff"), "0000000000000000") << status;
+	EXPECT_EQ(field("CapBnd"), "0000000000000000") << status;
+	EXPECT_EQ(field("NoNewPrivs"), "1") << status;
+	std::string cg = read_file(fmt::format("/proc/{}/cgroup", pid));
+	EXPECT_EQ(cg.find(name), std::string::npos) << cg;
+
+	// Killed five times within the window: started again each time, then no more.
+	for (int i = 0; i < 5; i++) {
+		pid_t cur = proxy_pid();
+		::kill(cur, SIGKILL);
+		if (i < 4) {
+			ASSERT_TRUE(wait_until([&] { return proxy_pid() != cur; }, 5s)) << p.err();
+		}
+	}
+	ASSERT_TRUE(wait_until([&] { return p.err().find("it stays down") != std::string::npos; }, 5s)) << p.err();
+	write_file(go, "go");
+	ASSERT_EQ(p.wait(20s), std::optional<int>(0)) << p.describe() << p.out() << p.err();
+	json r;
+	for (const auto& j : json_objects_in(p.out())) {
+		if (j.contains("results"))
+			r = j["results"][0];
+	}
+	EXPECT_EQ(r.value("ok", true), false) << p.out();
+	EXPECT_EQ(r.value("errno", ""), "EPERM") << p.out();
+	Match down = not_a_violation("connect4", "deny", "no-proxy", kDenied4, 9020);
+	EXPECT_TRUE(Logged(env().audit(), down, name));
+	EXPECT_TRUE(NothingArrived(env(), m));
+}
+
+}  // namespace
+}  // namespace it
