@@ -1,5 +1,7 @@
 # bpf_object(NAME SOURCE [DEPENDS files...])
 # clang -target bpf -> bpftool gen object (link) -> bpftool gen skeleton.
+# Every header the source includes is a dependency (clang's depfile);
+# DEPENDS adds files it does not include.
 # Produces an INTERFACE target NAME whose include path holds NAME.skel.h.
 find_program(BPF_CLANG clang REQUIRED)
 find_program(BPFTOOL bpftool PATHS /usr/sbin /usr/local/sbin REQUIRED)
@@ -26,8 +28,10 @@ function(bpf_object name source)
             -Wall -Werror
             -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/bpf
             -I/usr/include/${BPF_MULTIARCH}
+            -MD -MF ${obj}.d
             -c ${CMAKE_SOURCE_DIR}/${source} -o ${obj}
     DEPENDS ${CMAKE_SOURCE_DIR}/${source} ${deps}
+    DEPFILE ${obj}.d
     COMMENT "BPF ${source}")
   add_custom_command(OUTPUT ${linked}
     COMMAND ${BPFTOOL} gen object ${linked} ${obj}
