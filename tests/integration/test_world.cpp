@@ -320,5 +320,43 @@ TEST_F(World, TheProxyIsUnprivilegedAndItsDeathFailsClosed)
 	EXPECT_TRUE(NothingArrived(env(), m));
 }
 
+// A flow opened before its destination was redirected (a reload) has no
+// connect left to rewrite: its later packets never leave, TCP and UDP
+// alike (egress, `not-redirected`), while the bytes it sent before did.
+TEST_F(World, AFlowOpenedBeforeARedirectNeverLeavesAfterIt)
+{
+	std::string name = sandbox("before");
+	std::string prefix = env().marker("before");
+	std::string dir = env().path("probe-" + name);
+	std::filesystem::create_directories(dir);
+	RunSpec s;
+	s.policy = env().write_policy(name + "-a.json", base_policy("it-before"));
+	s.name = name;
+	s.cmd = env().py("latch_probe.py", {dest4(kAllowed4, 9003), dest4(kAllowed4, 9004), dest4(kDenied4, 9005), dir,
+					    prefix});
+	Proc& runner = env().start_run(s);
+	ASSERT_TRUE(wait_until([&] { return exists(dir + "/ready") || !runner.running(); }, 10s)) << runner.describe();
+	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-TCP", 1, 5s)) << "the TCP flow never carried its first bytes";
+	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-UDP", 1, 5s)) << "the UDP flow never carried its first bytes";
+
+	json world = world_policy();
+	world["name"] = "it-before-world";
+	Result r = env().airlock({"reload", name, env().write_policy(name + "-b.json", world)});
+	ASSERT_EQ(r.status, 0) << r.describe();
+	write_file(dir + "/go", "");
+	write_file(dir + "/latched", "");
+	ASSERT_TRUE(wait_until([&] { return exists(dir + "/result.json"); }, 10s)) << runner.describe();
+	json res = json::parse(read_file(dir + "/result.json"));
+	EXPECT_EQ(res["post_udp"].value("errno", ""), "EPERM") << res.dump();
+	Match tcp = Violation("egress", "not-redirected", kAllowed4, 9003);
+	Match udp = Violation("egress", "not-redirected", kAllowed4, 9004);
+	EXPECT_TRUE(wait_until([&] { return !decisions(env().audit(), tcp).empty(); }, 5s)) << dump_lines(env().audit());
+	EXPECT_TRUE(Logged(env().audit(), udp, name)) << dump_lines(env().audit());
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-TCP"));
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-UDP"));
+	Result k = env().airlock({"kill", name});
+	EXPECT_EQ(k.status, 0) << k.describe();
+}
+
 }  // namespace
 }  // namespace it
