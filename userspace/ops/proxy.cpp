@@ -164,6 +164,7 @@ void SandboxProxy::start()
 		args.emplace_back(std::to_string(kListen6Fd));
 	}
 	std::vector<char*> argv;
+	argv.reserve(args.size() + 1);
 	for (auto& a : args)
 		argv.push_back(a.data());
 	argv.push_back(nullptr);

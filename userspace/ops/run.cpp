@@ -118,7 +118,7 @@ siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::functi
 		if (sup)
 			sup->poll();
 		for (int i = 0; i < n; i++) {
-			if (evs[i].data.u64 == 4) {
+			if (evs[i].data.u64 == 4 && proxy) {
 				::epoll_ctl(ep.get(), EPOLL_CTL_DEL, proxy->pidfd(), nullptr);
 				proxy->reap();
 				if (proxy->pidfd() >= 0)
