@@ -179,9 +179,10 @@ int cmd_proxy(const ProxyCommand& c)
 	signals.async_wait([&](const boost::system::error_code&, int) { recorder.stop(); });
 
 	drop_privileges(c.user);
+	uid_t uid = ::getuid();  // not allowed under the filter
 	install_seccomp();
 	recorder.start();
-	spdlog::info("proxy of sandbox {}: recording as uid {}", c.sandbox, ::getuid());
+	spdlog::info("proxy of sandbox {}: recording as uid {}", c.sandbox, uid);
 	io.run();
 	auto s = recorder.stats();
 	spdlog::info("proxy of sandbox {}: {} connections, {} records, {} dropped", c.sandbox, s.connections,
