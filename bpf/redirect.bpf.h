@@ -20,14 +20,19 @@ static __always_inline struct al_proxy *al_proxy_of(__u32 slot)
 	return px && px->port ? px : 0;
 }
 
-/* The destination is the proxy's listener (either family). */
+/* The destination is the proxy's listener (either family), by its address
+ * or by the unspecified one, which a connect takes for this host's
+ * loopback (0.0.0.0 is 127.0.0.1, :: is ::1). */
 static __always_inline int al_is_proxy_dest(const struct al_proxy *px, const struct al_dest *dst)
 {
+	const __u32 *w = (const __u32 *)dst->addr;
+
 	if (!px || dst->port != px->port)
 		return 0;
 	if (dst->family == AL_FAMILY_IPV4)
-		return *(const __u32 *)dst->addr == px->addr4;
-	return (px->flags & AL_PROXY_IPV6) && al_addr_eq(dst->addr, px->addr6);
+		return w[0] == px->addr4 || w[0] == 0;
+	return (px->flags & AL_PROXY_IPV6) &&
+	       (al_addr_eq(dst->addr, px->addr6) || (w[0] | w[1] | w[2] | w[3]) == 0);
 }
 
 /* The redirect of a connect: the socket remembers its origin, the call goes

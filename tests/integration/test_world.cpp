@@ -191,19 +191,30 @@ TEST_F(World, RealClientsLandInTheRecorderAndNothingLeaves)
 TEST_F(World, TheProxyPortIsReachedOnlyThroughARedirect)
 {
 	std::string name = sandbox("port");
-	json extra = json::array({{{"action", "allow"}, {"cidr", "127.0.0.0/8"}, {"protocol", "tcp"}}});
+	json extra = json::array({{{"action", "allow"}, {"cidr", "127.0.0.0/8"}, {"protocol", "tcp"}},
+				  {{"action", "allow"}, {"cidr", "0.0.0.0/32"}, {"protocol", "tcp"}},
+				  {{"action", "allow"}, {"cidr", "::1/128"}, {"protocol", "tcp"}},
+				  {{"action", "allow"}, {"cidr", "::/128"}, {"protocol", "tcp"}}});
 	// The command learns the proxy's port from the kernel's own view: the
 	// port of a redirected connection's local end of the proxy's listener
 	// is not visible to it, so it reads it from the agent's log, passed in
 	// a file by the test.
 	std::string port_file = env().path("proxy-port");
-	std::string m = env().marker("direct");
+	// Its address, the unspecified one a connect takes for loopback, each
+	// family, and v4-mapped.
+	const std::vector<std::string> ways = {"127.0.0.1", "0.0.0.0", "[::1]", "[::]", "[::ffff:127.0.0.1]"};
+	std::string args;
+	std::vector<std::string> markers;
+	for (const auto& w : ways) {
+		markers.push_back(env().marker("direct"));
+		args += " " + w + ":$P " + markers.back();
+	}
 	RunSpec s;
 	s.policy = env().write_policy(name + ".json", world_policy("deny", extra));
 	s.name = name;
 	s.cmd = Sequence({env().py("wait_file.py", {port_file, "10"}),
-			  {"sh", "-c", "exec " + python() + " " + client_script("tcp_send.py") + " 127.0.0.1:$(cat " +
-					       port_file + ") " + m}});
+			  {"sh", "-c", "P=$(cat " + port_file + "); exec " + python() + " " +
+					       client_script("tcp_send.py") + args}});
 	s.log_allowed = true;
 	Proc& p = env().start_run(s);
 	std::smatch sm;
@@ -219,15 +230,21 @@ TEST_F(World, TheProxyPortIsReachedOnlyThroughARedirect)
 	int port = std::stoi(sm[1]);
 	write_file(port_file, std::to_string(port));
 	ASSERT_EQ(p.wait(20s), std::optional<int>(0)) << p.describe() << p.out() << p.err();
-	json r;
+	json results;
 	for (const auto& j : json_objects_in(p.out())) {
 		if (j.contains("results"))
-			r = j["results"][0];
+			results = j["results"];
 	}
-	EXPECT_EQ(r.value("ok", true), false) << p.out();
-	EXPECT_EQ(r.value("errno", ""), "EPERM") << p.out();
-	Match m2 = Violation("connect4", "proxy-port", "127.0.0.1", port);
-	EXPECT_TRUE(Logged(env().audit(), m2, name));
+	ASSERT_EQ(results.size(), ways.size()) << p.out();
+	for (size_t i = 0; i < ways.size(); i++) {
+		EXPECT_EQ(results[i].value("ok", true), false) << results[i].dump();
+		EXPECT_EQ(results[i].value("errno", ""), "EPERM") << results[i].dump();
+		EXPECT_EQ(results[i].value("stage", ""), "connect") << results[i].dump();
+	}
+	for (const char* a : {"127.0.0.1", "0.0.0.0"})
+		EXPECT_TRUE(Logged(env().audit(), Violation("connect4", "proxy-port", a, port), name)) << a;
+	for (const char* a : {"::1", "::"})
+		EXPECT_TRUE(Logged(env().audit(), Violation("connect6", "proxy-port", a, port), name)) << a;
 	EXPECT_TRUE(read_json_lines(records(name)).empty()) << read_file(records(name));
 }
 
