@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/proxy_cmd.h"
+#include "policy/policy.h"
 #include "sandbox/state.h"
 #include "util/error.h"
 #include "util/exit_code.h"
@@ -282,7 +283,12 @@ int main(int argc, char** argv)
 	bool world_json = false;
 	auto* world_show = world->add_subcommand(
 		"show", "Print a world's records as a table: time, kind, destination, what was sent, body bytes, status");
-	world_show->add_option("RECORDS", world_records, "Records file (the world's records/SANDBOX.jsonl)")->required();
+	std::string world_dir = WorldPolicy{}.records_dir;
+	world_show->add_option("RECORDS", world_records,
+			       "Records file (the world's records/SANDBOX.jsonl), or a sandbox's name: its file in --dir")
+		->required();
+	world_show->add_option("--dir", world_dir, "Where a sandbox named by RECORDS has its records")
+		->capture_default_str();
 	world_show->add_option("--sandbox", world_sandbox, "Only this sandbox's records")->check(kSandboxName);
 	world_show->add_flag("--json", world_json, "The records' JSON lines as they are");
 	bool uninstall_force = false;
@@ -378,7 +384,7 @@ int main(int argc, char** argv)
 		if (eventsc->parsed())
 			return cmd_events(paths, events_sandbox, events_follow);
 		if (world_show->parsed())
-			return cmd_world_show(world_records, world_sandbox, world_json);
+			return cmd_world_show(world_records_path(world_records, world_dir), world_sandbox, world_json);
 		if (oci_hook->parsed())
 			return cmd_oci_hook(paths, hook_opts);
 		if (proxyc->parsed())

@@ -176,6 +176,12 @@ TEST_F(World, RealClientsLandInTheRecorderAndNothingLeaves)
 	auto fixture = record_with(lines, "path", "/fixture");
 	ASSERT_TRUE(fixture);
 	EXPECT_EQ(fixture->value("status", 0), 201);
+	// The table, by the sandbox's name.
+	Result show = env().airlock({"world", "show", name, "--dir", records_dir_});
+	EXPECT_EQ(show.status, 0) << show.describe();
+	std::regex post_row("\\n[0-9:.]+ +http +203\\.0\\.113\\.10:80 +POST 203\\.0\\.113\\.10/submit +" +
+			    std::to_string(("body=" + mp).size()) + " +200\\n");
+	EXPECT_TRUE(std::regex_search(show.out, post_row)) << show.out;
 
 	// Nothing reached a destination.
 	for (const auto& m : {m4, m6, mm, mc, mp, mn})

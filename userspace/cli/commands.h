@@ -51,6 +51,9 @@ int cmd_oci_hook(const Paths&, const ops::OciHookOptions&);
 // The records of a sandbox's simulated world (a records file) as a table,
 // or (json) their lines as they are; sandbox: only its records.
 int cmd_world_show(const std::string& records, const std::string& sandbox, bool json);
+// What `world show` reads for its argument: a path as it is; a sandbox's
+// name (no '/', not a file here) its records in dir.
+std::string world_records_path(const std::string& arg, const std::string& dir);
 // A policy argument as the daemon must see it: an existing file by its
 // absolute path; anything else unchanged (a name in the daemon's policy dir).
 std::string policy_argument(const std::string& arg);

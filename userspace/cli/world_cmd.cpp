@@ -9,9 +9,18 @@
 
 #include "cli/commands.h"
 #include "proxy/records.h"
+#include "sandbox/state.h"
 #include "util/error.h"
 
 namespace airlock {
+
+std::string world_records_path(const std::string& arg, const std::string& dir)
+{
+	struct stat st{};
+	if (arg.find('/') != std::string::npos || ::stat(arg.c_str(), &st) == 0 || !valid_sandbox_name(arg))
+		return arg;
+	return dir + "/" + arg + ".jsonl";
+}
 
 int cmd_world_show(const std::string& records, const std::string& sandbox, bool json)
 {
