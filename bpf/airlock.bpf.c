@@ -85,7 +85,20 @@ int al_connect6(struct bpf_sock_addr *ctx)
 
 /* A connected UDP socket that sends with ancillary data reaches sendmsg with
  * no address (0.0.0.0:0): the datagram goes to the socket's peer, so that is
- * what is judged. */
+ * what is judged; for a redirected socket, whose peer is the proxy, where it
+ * meant to go. */
+static __always_inline int al_peer_datagram(struct bpf_sock_addr *ctx, __u8 hook, struct al_dest *dst, int v6)
+{
+	struct al_sk_origin *so = al_redirected(ctx);
+
+	if (so) {
+		dst->family = so->origin.family;
+		dst->port = so->origin.port;
+		__builtin_memcpy(dst->addr, so->origin.addr, sizeof(dst->addr));
+	}
+	return al_decide_task(hook, dst, ctx, v6, 0);
+}
+
 SEC("cgroup/sendmsg4")
 int al_sendmsg4(struct bpf_sock_addr *ctx)
 {
@@ -96,7 +109,7 @@ int al_sendmsg4(struct bpf_sock_addr *ctx)
 
 		al_dest_ip4(&dst, sk->dst_ip4);
 		dst.port = bpf_ntohs(sk->dst_port);
-		return al_decide_task(AL_HOOK_SENDMSG4, &dst, ctx, 0, 0);
+		return al_peer_datagram(ctx, AL_HOOK_SENDMSG4, &dst, 0);
 	}
 	return al_addr4(ctx, AL_HOOK_SENDMSG4, 0);
 }
@@ -114,7 +127,7 @@ int al_sendmsg6(struct bpf_sock_addr *ctx)
 
 		al_dest_ip6(&dst, ip6);
 		dst.port = bpf_ntohs(sk->dst_port);
-		return al_decide_task(AL_HOOK_SENDMSG6, &dst, ctx, 1, 0);
+		return al_peer_datagram(ctx, AL_HOOK_SENDMSG6, &dst, 1);
 	}
 	return al_addr6(ctx, AL_HOOK_SENDMSG6, 0);
 }

@@ -35,8 +35,18 @@ static __always_inline int al_is_proxy_dest(const struct al_proxy *px, const str
 	       (al_addr_eq(dst->addr, px->addr6) || (w[0] | w[1] | w[2] | w[3]) == 0);
 }
 
-/* The redirect of a connect: the socket remembers its origin, the call goes
- * on to the proxy. The family of the socket decides how the proxy is
+/* The proxy has a socket for this destination's protocol and family. */
+static __always_inline int al_proxy_takes(const struct al_proxy *px, const struct al_dest *dst)
+{
+	int v6 = dst->family == AL_FAMILY_IPV6;
+
+	if (dst->protocol == IPPROTO_UDP)
+		return px->flags & (v6 ? AL_PROXY_UDP6 : AL_PROXY_UDP4);
+	return !v6 || (px->flags & AL_PROXY_IPV6);
+}
+
+/* The redirect of a connect or a datagram: the socket remembers its
+ * origin, the call goes on to the proxy. The family of the socket decides how the proxy is
  * written: an IPv6 socket reaches the IPv4 listener as ::ffff:127.0.0.1.
  * Returns 0 when the origin cannot be kept (then nothing is rewritten). */
 static __always_inline int al_redirect(struct bpf_sock_addr *ctx, const struct al_sandbox *sb,
@@ -84,7 +94,9 @@ static __always_inline void al_redirect_forget(struct bpf_sock_addr *ctx)
 
 /* What a connect or sendmsg does with a destination the rules decided (D):
  * the proxy's own port is never reached directly; a redirect goes to the
- * proxy over TCP, or is refused (UDP), or fails closed (no proxy). */
+ * proxy (a TCP connect, a UDP connect or datagram), or is refused (UDP the
+ * proxy takes no datagrams of, any other protocol), or fails closed (no
+ * proxy, or none for IPv6). */
 static __always_inline void al_redirect_decide(struct bpf_sock_addr *ctx, const struct al_sandbox *sb,
 					       const struct al_dest *dst, struct al_decision *d, int v6, int connect)
 {
@@ -102,10 +114,12 @@ static __always_inline void al_redirect_decide(struct bpf_sock_addr *ctx, const 
 		return;
 	}
 	d->verdict = AL_VERDICT_DENY;
-	if (dst->protocol != IPPROTO_TCP || !connect)
+	if (dst->protocol == IPPROTO_TCP ? !connect : dst->protocol != IPPROTO_UDP)
 		d->reason = AL_REASON_REDIRECT_UDP;
-	else if (!px || (dst->family == AL_FAMILY_IPV6 && !(px->flags & AL_PROXY_IPV6)))
+	else if (!px)
 		d->reason = AL_REASON_NO_PROXY;
+	else if (!al_proxy_takes(px, dst))
+		d->reason = dst->protocol == IPPROTO_UDP ? AL_REASON_REDIRECT_UDP : AL_REASON_NO_PROXY;
 	else if (!al_redirect(ctx, sb, dst, d->rule, px, v6))
 		d->reason = AL_REASON_BUSY;
 	else {
@@ -114,9 +128,24 @@ static __always_inline void al_redirect_decide(struct bpf_sock_addr *ctx, const 
 	}
 }
 
+/* A redirected datagram as it leaves: its origin is filed under its
+ * source address and port, which is what the proxy receives it from. */
+static __always_inline void al_file_datagram(const struct al_sk_origin *so, const struct al_dest *dst)
+{
+	struct al_origin_key key = {};
+
+	key.netns_cookie = so->netns_cookie;
+	key.family = dst->family;
+	key.port = dst->sport;
+	key.protocol = IPPROTO_UDP;
+	__builtin_memcpy(key.addr, dst->saddr, sizeof(key.addr));
+	bpf_map_update_elem(&al_origin, &key, &so->origin, BPF_ANY);
+}
+
 /* Egress: a packet to the proxy's port passes only from a redirected
- * socket; one to a redirected destination itself is a socket that got
- * past its connect hook, and never leaves. Returns 1 when it decided. */
+ * socket (and a datagram's origin is filed); one to a redirected
+ * destination itself is a socket that got past its connect or sendmsg
+ * hook, and never leaves. Returns 1 when it decided. */
 static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struct al_sandbox *sb,
 					      const struct al_dest *dst, struct al_decision *d)
 {
@@ -138,6 +167,8 @@ static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struc
 			d->reason = AL_REASON_REDIRECT;
 			d->rule = so->origin.rule;
 			d->quiet = 1;
+			if (dst->protocol == IPPROTO_UDP)
+				al_file_datagram(so, dst);
 		}
 	}
 	return 1;
@@ -170,6 +201,7 @@ static __always_inline void al_file_origin(struct bpf_sock_ops *skops)
 		return;
 	key.netns_cookie = so->netns_cookie;
 	key.port = (__u16)skops->local_port;
+	key.protocol = IPPROTO_TCP;
 	if (skops->family == 2 /* AF_INET */) {
 		key.family = AL_FAMILY_IPV4;
 		__u32 a = skops->local_ip4;

@@ -349,8 +349,22 @@ static __always_inline int al_decide_task(__u8 hook, const struct al_dest *dst, 
 	if (al_latched(sb->slot))
 		return al_quarantined(hook, c);
 	al_decide_dest(sb, dst, hook, &d);
-	if (ctx)
+	if (ctx) {
+		/* UDP that no rule takes, to where TCP is redirected (QUIC, say):
+		 * refused, not a violation, so that the client falls back to TCP. */
+		if (d.verdict == AL_VERDICT_DENY && d.reason == AL_REASON_NO_RULE && dst->protocol == IPPROTO_UDP) {
+			struct al_dest t = *dst;
+			struct al_decision td;
+
+			t.protocol = IPPROTO_TCP;
+			al_decide_dest(sb, &t, hook, &td);
+			if (td.verdict == AL_VERDICT_ALLOW && td.reason == AL_REASON_REDIRECT) {
+				d.reason = AL_REASON_REDIRECT_UDP;
+				d.rule = td.rule;
+			}
+		}
 		al_redirect_decide(ctx, sb, dst, &d, v6, connect);
+	}
 	return al_finish(hook, sb, c, cgid, dst, &d, 0);
 }
 

@@ -320,6 +320,7 @@ int main(int argc, char** argv)
 	proxyc->add_option("--records-fd", proxy_cmd.records_fd)->required();
 	proxyc->add_option("--origin-fd", proxy_cmd.origin_fd)->required();
 	proxyc->add_option("--listen-fd", proxy_cmd.listen_fds)->required();
+	proxyc->add_option("--udp-fd", proxy_cmd.udp_fds);
 	auto* reload = app.add_subcommand("reload", "Swap a running sandbox's policy atomically");
 	reload->add_option("name", name, "Sandbox")->required()->check(kSandboxName);
 	reload->add_option("file", file, "New policy file")->required();

@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 8
+#define AL_ABI_VERSION 9
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -421,12 +421,14 @@ struct al_proxy {
 
 enum al_proxy_flag {
 	AL_PROXY_IPV6 = 1u << 0, /* a listener on addr6 exists: IPv6 destinations can be redirected */
+	AL_PROXY_UDP4 = 1u << 1, /* a UDP socket on addr4:port takes redirected IPv4 datagrams */
+	AL_PROXY_UDP6 = 1u << 2, /* a UDP socket on addr6:port takes redirected IPv6 datagrams */
 };
 
 /* Where a redirected connection was meant to go. */
 struct al_origin {
 	__u8 family;       /* al_family */
-	__u8 protocol;     /* IPPROTO_TCP */
+	__u8 protocol;     /* IPPROTO_TCP or IPPROTO_UDP */
 	__u16 port;        /* host order */
 	__u16 rule;        /* the redirect rule */
 	__u16 pad;
@@ -444,18 +446,21 @@ struct al_sk_origin {
 };
 
 enum al_sk_origin_flag {
-	AL_SK_REDIRECTED = 1u << 0, /* connect went to the proxy */
+	AL_SK_REDIRECTED = 1u << 0, /* connect (or, UDP, the last sendmsg) went to the proxy */
 	AL_SK_FILED = 1u << 1,      /* al_origin has its entry: remove it on close */
 };
 
 /* Map "al_origin", LRU hash: the client end of a redirected connection, as
- * the proxy sees it from the socket it accepted -> al_origin. An IPv4
- * address in an IPv6 socket (::ffff:a.b.c.d) is keyed as IPv4. */
+ * the proxy sees it from the socket it accepted (TCP, filed by sockops as
+ * the connection starts) or from the datagram it received (UDP, filed at
+ * egress as each datagram leaves: the latest datagram's) -> al_origin. An
+ * IPv4 address in an IPv6 socket (::ffff:a.b.c.d) is keyed as IPv4. */
 struct al_origin_key {
 	__u64 netns_cookie;
 	__u32 family;      /* al_family */
 	__u16 port;        /* the client's port, host order */
-	__u16 pad;
+	__u8 protocol;     /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad;
 	__u8 addr[16];     /* the client's address */
 };
 #define AL_ORIGINS_MAX 65536

@@ -45,11 +45,18 @@ protected:
 	std::string sandbox(const std::string& tag) { return "w" + env().id + "-" + tag; }
 	std::string records(const std::string& name) const { return records_dir_ + "/" + name + ".jsonl"; }
 
-	json world_policy(const std::string& on_violation = "deny", json extra_rules = json::array())
+	// Everything redirected to the world; protocol: of the redirect rules,
+	// "" both.
+	json world_policy(const std::string& on_violation = "deny", json extra_rules = json::array(),
+			  const std::string& protocol = "")
 	{
 		json rules = extra_rules;
-		rules.push_back({{"action", "redirect"}, {"cidr", "0.0.0.0/0"}, {"to", "world"}});
-		rules.push_back({{"action", "redirect"}, {"cidr", "::/0"}, {"to", "world"}});
+		for (const char* cidr : {"0.0.0.0/0", "::/0"}) {
+			json r = {{"action", "redirect"}, {"cidr", cidr}, {"to", "world"}};
+			if (!protocol.empty())
+				r["protocol"] = protocol;
+			rules.push_back(r);
+		}
 		return json{{"version", 1},
 			    {"name", "it-world"},
 			    {"mode", "enforce"},
@@ -254,26 +261,76 @@ TEST_F(World, TheProxyPortIsReachedOnlyThroughARedirect)
 	EXPECT_TRUE(read_json_lines(records(name)).empty()) << read_file(records(name));
 }
 
-// UDP to a destination redirected over TCP is refused at the call, counted,
-// and no violation (QUIC falls back to TCP): a freezing policy does not
-// freeze, and nothing reaches the sink.
-TEST_F(World, UdpToARedirectedDestinationIsRefusedWithoutAViolation)
+// Datagrams to redirected destinations land in the recorder, one record
+// each: unconnected, connected, from an IPv6 socket to a v4-mapped address,
+// and a connected socket sending with ancillary data (judged on where it
+// meant to go, not on the proxy it is connected to). Nothing reaches the
+// sink, nothing is a violation: the freezing policy does not freeze.
+TEST_F(World, DatagramsLandInTheRecorderAndNothingLeaves)
 {
 	std::string name = sandbox("udp");
-	std::string m = env().marker("udp"), after = env().marker("after");
+	std::string m4 = env().marker("u4"), m6 = env().marker("u6"), mm = env().marker("umapped");
+	std::string mc = env().marker("ucmsg"), after = env().marker("after");
 	auto rr = run_in_world(name,
-			       Sequence({env().py("udp_send.py", {dest4(kDenied4, 9010), m}),
-					 env().py("world_client.py", {dest4(kDenied4, 9011), after})}),
+			       Sequence({env().py("udp_send.py", {"--mode", "sendto", dest4(kDenied4, 9010), m4}),
+					 env().py("udp_send.py", {"--mode", "connect", dest6(kDenied6, 9011), m6}),
+					 env().py("udp_send.py", {"--mode", "sendto", "[::ffff:10.77.0.3]:9012", mm}),
+					 env().py("udp_send.py", {"--mode", "cmsg", dest4(kDenied4, 9013), mc}),
+					 env().py("world_client.py", {dest4(kDenied4, 9014), after})}),
 			       world_policy("freeze"));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	for (const auto& m : {m4, m6, mm, mc})
+		EXPECT_EQ(ResultFor(rr, m).value("ok", false), true) << m << "\n" << rr.describe();
+	EXPECT_EQ(ResultFor(rr, after).value("status", 0), 200) << rr.describe();
+
+	auto lines = wait_records(name, 5);
+	struct Want {
+		std::string marker, dst;
+		int port;
+	};
+	for (const auto& w : std::vector<Want>{
+		     {m4, kDenied4, 9010}, {m6, kDenied6, 9011}, {mm, kDenied4, 9012}, {mc, kDenied4, 9013}}) {
+		std::string head;
+		for (unsigned char ch : w.marker)
+			head += fmt::format("{:02x}", ch);
+		auto j = record_with(lines, "head_hex", head);
+		ASSERT_TRUE(j) << "no record for " << w.marker << "\n" << read_file(records(name));
+		EXPECT_EQ(j->value("sandbox", ""), name) << j->dump();
+		EXPECT_EQ(j->value("kind", ""), "udp") << j->dump();
+		EXPECT_EQ(j->value("dst", ""), w.dst) << j->dump();
+		EXPECT_EQ(j->value("port", 0), w.port) << j->dump();
+		EXPECT_EQ(j->value("protocol", ""), "udp") << j->dump();
+		EXPECT_EQ(j->value("bytes_in", 0), static_cast<int>(w.marker.size())) << j->dump();
+		EXPECT_EQ(j->value("head_hex", ""), head) << j->dump();
+	}
+	for (const auto& m : {m4, m6, mm, mc})
+		EXPECT_TRUE(NothingArrived(env(), m));
+	EXPECT_TRUE(Logged(env().audit(), not_a_violation("sendmsg4", "allow", "redirect", kDenied4, 9010), name));
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+}
+
+// UDP to where only TCP is redirected (QUIC to a web server, say) is
+// refused at the call, counted, and no violation, so that the client
+// falls back to TCP: a freezing policy does not freeze, and nothing
+// reaches the sink.
+TEST_F(World, UdpWhereOnlyTcpIsRedirectedIsRefusedWithoutAViolation)
+{
+	std::string name = sandbox("quic");
+	std::string m = env().marker("quic"), after = env().marker("after");
+	auto rr = run_in_world(name,
+			       Sequence({env().py("udp_send.py", {dest4(kDenied4, 9015), m}),
+					 env().py("world_client.py", {dest4(kDenied4, 9015), after})}),
+			       world_policy("freeze", json::array(), "tcp"));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	json r = ResultFor(rr, m);
 	EXPECT_EQ(r.value("ok", true), false) << rr.describe();
 	EXPECT_EQ(r.value("errno", ""), "EPERM") << rr.describe();
 	// Not frozen: the TCP request after it was answered.
 	EXPECT_EQ(ResultFor(rr, after).value("status", 0), 200) << rr.describe();
-	Match refused = not_a_violation("sendmsg4", "deny", "redirect-udp", kDenied4, 9010);
+	Match refused = not_a_violation("sendmsg4", "deny", "redirect-udp", kDenied4, 9015);
 	EXPECT_TRUE(Logged(env().audit(), refused, name));
 	EXPECT_TRUE(NothingArrived(env(), m));
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 }
 
 // The proxy: its own unprivileged user, no capabilities, no new privileges,

@@ -114,25 +114,24 @@ void install_seccomp()
 		fail("seccomp filter: {}", std::strerror(-rc));
 }
 
-// Where the client of an accepted connection meant to go: its address and
-// port, in its network namespace, filed by the kernel as it connected.
-std::optional<proxy::Origin> lookup_origin(int origin_fd, uint32_t slot, int fd)
+// Where a client meant to go: its address and port as the proxy sees
+// them, in its network namespace, filed by the kernel as it connected (TCP)
+// or as its datagram left (UDP).
+std::optional<proxy::Origin> lookup_origin(int origin_fd, uint32_t slot, int fd, const sockaddr* from,
+					   uint8_t protocol)
 {
-	sockaddr_storage peer{};
-	socklen_t len = sizeof(peer);
-	if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0)
-		return std::nullopt;
 	al_origin_key key{};
+	key.protocol = protocol;
 	socklen_t clen = sizeof(key.netns_cookie);
 	if (::getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &key.netns_cookie, &clen) != 0)
 		return std::nullopt;
-	if (peer.ss_family == AF_INET) {
-		const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
+	if (from->sa_family == AF_INET) {
+		const auto* a = reinterpret_cast<const sockaddr_in*>(from);
 		key.family = AL_FAMILY_IPV4;
 		key.port = ntohs(a->sin_port);
 		std::memcpy(key.addr, &a->sin_addr, 4);
-	} else if (peer.ss_family == AF_INET6) {
-		const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
+	} else if (from->sa_family == AF_INET6) {
+		const auto* a = reinterpret_cast<const sockaddr_in6*>(from);
 		Address addr = normalise(from_raw(AL_FAMILY_IPV6, a->sin6_addr.s6_addr));
 		key.family = addr.family;
 		key.port = ntohs(a->sin6_port);
@@ -141,7 +140,7 @@ std::optional<proxy::Origin> lookup_origin(int origin_fd, uint32_t slot, int fd)
 		return std::nullopt;
 	}
 	al_origin v{};
-	if (::bpf_map_lookup_elem(origin_fd, &key, &v) != 0 || v.slot != slot)
+	if (::bpf_map_lookup_elem(origin_fd, &key, &v) != 0 || v.slot != slot || v.protocol != protocol)
 		return std::nullopt;
 	proxy::Origin o;
 	o.addr = from_raw(v.family, v.addr);
@@ -149,6 +148,15 @@ std::optional<proxy::Origin> lookup_origin(int origin_fd, uint32_t slot, int fd)
 	o.protocol = v.protocol;
 	o.rule = v.rule;
 	return o;
+}
+
+std::optional<proxy::Origin> lookup_connection(int origin_fd, uint32_t slot, int fd)
+{
+	sockaddr_storage peer{};
+	socklen_t len = sizeof(peer);
+	if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0)
+		return std::nullopt;
+	return lookup_origin(origin_fd, slot, fd, reinterpret_cast<const sockaddr*>(&peer), IPPROTO_TCP);
 }
 
 }  // namespace
@@ -164,6 +172,8 @@ int cmd_proxy(const ProxyCommand& c)
 		fail("--listen-fd: at least one listener is needed");
 	for (int fd : c.listen_fds)
 		check_fd(fd, "--listen-fd", true);
+	for (int fd : c.udp_fds)
+		check_fd(fd, "--udp-fd", true);
 
 	proxy::WorldOptions o;
 	o.sandbox = c.sandbox;
@@ -174,7 +184,12 @@ int cmd_proxy(const ProxyCommand& c)
 	boost::asio::io_context io;
 	int origin_fd = c.origin_fd;
 	uint32_t slot = c.slot;
-	proxy::WorldRecorder recorder(io, o, [origin_fd, slot](int fd) { return lookup_origin(origin_fd, slot, fd); });
+	o.udp_fds = c.udp_fds;
+	o.datagram_origin = [origin_fd, slot](int fd, const sockaddr* from, socklen_t) {
+		return lookup_origin(origin_fd, slot, fd, from, IPPROTO_UDP);
+	};
+	proxy::WorldRecorder recorder(io, o,
+				      [origin_fd, slot](int fd) { return lookup_connection(origin_fd, slot, fd); });
 	boost::asio::signal_set signals(io, SIGTERM, SIGINT);
 	signals.async_wait([&](const boost::system::error_code&, int) { recorder.stop(); });
 
@@ -185,8 +200,8 @@ int cmd_proxy(const ProxyCommand& c)
 	spdlog::info("proxy of sandbox {}: recording as uid {}", c.sandbox, uid);
 	io.run();
 	auto s = recorder.stats();
-	spdlog::info("proxy of sandbox {}: {} connections, {} records, {} dropped", c.sandbox, s.connections,
-		     s.records_written, s.records_dropped);
+	spdlog::info("proxy of sandbox {}: {} connections, {} datagrams, {} records, {} dropped", c.sandbox,
+		     s.connections, s.datagrams, s.records_written, s.records_dropped);
 	return kExitOk;
 }
 

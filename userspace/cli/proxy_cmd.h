@@ -15,6 +15,7 @@ struct ProxyCommand {
 	int records_fd = -1;
 	int origin_fd = -1;
 	std::vector<int> listen_fds;
+	std::vector<int> udp_fds;
 };
 
 int cmd_proxy(const ProxyCommand&);

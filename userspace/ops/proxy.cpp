@@ -32,8 +32,7 @@ namespace {
 
 constexpr int kRecordsFd = 3;
 constexpr int kOriginFd = 4;
-constexpr int kListen4Fd = 5;
-constexpr int kListen6Fd = 6;
+constexpr int kFirstSocketFd = 5;  // the listeners, then the UDP sockets
 
 Fd high_dup(int fd)
 {
@@ -68,6 +67,30 @@ Fd listener(int family, uint16_t port)
 	if (rc != 0 || ::listen(s.get(), 1024) != 0)
 		return Fd();
 	return s;
+}
+
+Fd datagram_socket(int family, uint16_t port)
+{
+	Fd s(::socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	if (!s.valid())
+		return s;
+	int rc;
+	if (family == AF_INET) {
+		sockaddr_in a{};
+		a.sin_family = AF_INET;
+		a.sin_port = htons(port);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+	} else {
+		int one = 1;
+		::setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		sockaddr_in6 a{};
+		a.sin6_family = AF_INET6;
+		a.sin6_port = htons(port);
+		a.sin6_addr = in6addr_loopback;
+		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+	}
+	return rc == 0 ? std::move(s) : Fd();
 }
 
 uint16_t port_of(int fd)
@@ -128,6 +151,17 @@ void SandboxProxy::start()
 		spdlog::warn("{}: no proxy listener on [::1]:{} ({}): IPv6 destinations are not redirected, their "
 			     "connects fail (no-proxy)",
 			     rec_.name, port_, std::strerror(errno));
+	// Datagrams on the same port: without, they are refused (redirect-udp).
+	Fd u4 = datagram_socket(AF_INET, port_);
+	if (!u4.valid())
+		spdlog::warn("{}: no proxy UDP socket on 127.0.0.1:{} ({}): redirected IPv4 datagrams are refused "
+			     "(redirect-udp)",
+			     rec_.name, port_, std::strerror(errno));
+	Fd u6 = l6.valid() ? datagram_socket(AF_INET6, port_) : Fd();
+	if (l6.valid() && !u6.valid())
+		spdlog::warn("{}: no proxy UDP socket on [::1]:{} ({}): redirected IPv6 datagrams are refused "
+			     "(redirect-udp)",
+			     rec_.name, port_, std::strerror(errno));
 
 	std::string dir = records_.substr(0, records_.rfind('/'));
 	make_dirs(dir, 0750);
@@ -140,8 +174,16 @@ void SandboxProxy::start()
 	// exec it only moves descriptors.
 	Fd h_records = high_dup(records.get());
 	Fd h_origin = high_dup(origin.get());
-	Fd h_l4 = high_dup(l4.get());
-	Fd h_l6 = l6.valid() ? high_dup(l6.get()) : Fd();
+	// The sockets, each with its option, in the order they are numbered
+	// from kFirstSocketFd in the child.
+	std::vector<std::pair<Fd, const char*>> socks;
+	socks.emplace_back(high_dup(l4.get()), "--listen-fd");
+	if (l6.valid())
+		socks.emplace_back(high_dup(l6.get()), "--listen-fd");
+	if (u4.valid())
+		socks.emplace_back(high_dup(u4.get()), "--udp-fd");
+	if (u6.valid())
+		socks.emplace_back(high_dup(u6.get()), "--udp-fd");
 	std::string policy_copy = paths_.policy_copy(rec_.name, rec_.bank);
 	std::vector<std::string> args = {"airlock",
 					  "proxy",
@@ -156,12 +198,10 @@ void SandboxProxy::start()
 					  "--records-fd",
 					  std::to_string(kRecordsFd),
 					  "--origin-fd",
-					  std::to_string(kOriginFd),
-					  "--listen-fd",
-					  std::to_string(kListen4Fd)};
-	if (h_l6.valid()) {
-		args.emplace_back("--listen-fd");
-		args.emplace_back(std::to_string(kListen6Fd));
+					  std::to_string(kOriginFd)};
+	for (size_t i = 0; i < socks.size(); i++) {
+		args.emplace_back(socks[i].second);
+		args.emplace_back(std::to_string(kFirstSocketFd + static_cast<int>(i)));
 	}
 	std::vector<char*> argv;
 	argv.reserve(args.size() + 1);
@@ -180,10 +220,12 @@ void SandboxProxy::start()
 		sigset_t none;
 		sigemptyset(&none);
 		::sigprocmask(SIG_SETMASK, &none, nullptr);
-		if (::dup2(h_records.get(), kRecordsFd) < 0 || ::dup2(h_origin.get(), kOriginFd) < 0 ||
-		    ::dup2(h_l4.get(), kListen4Fd) < 0 || (h_l6.valid() && ::dup2(h_l6.get(), kListen6Fd) < 0))
+		if (::dup2(h_records.get(), kRecordsFd) < 0 || ::dup2(h_origin.get(), kOriginFd) < 0)
 			::_exit(127);
-		::syscall(SYS_close_range, h_l6.valid() ? kListen6Fd + 1 : kListen4Fd + 1, ~0u, 0);
+		for (size_t i = 0; i < socks.size(); i++)
+			if (::dup2(socks[i].first.get(), kFirstSocketFd + static_cast<int>(i)) < 0)
+				::_exit(127);
+		::syscall(SYS_close_range, kFirstSocketFd + socks.size(), ~0u, 0);
 		::execv(o_.program.c_str(), argv.data());
 		::_exit(127);
 	}
@@ -195,13 +237,18 @@ void SandboxProxy::start()
 	al_proxy px{};
 	px.addr4 = htonl(INADDR_LOOPBACK);
 	px.port = port_;
-	if (h_l6.valid()) {
-		px.flags = AL_PROXY_IPV6;
+	if (l6.valid()) {
+		px.flags |= AL_PROXY_IPV6;
 		std::memcpy(px.addr6, &in6addr_loopback, sizeof(px.addr6));
 	}
+	if (u4.valid())
+		px.flags |= AL_PROXY_UDP4;
+	if (u6.valid())
+		px.flags |= AL_PROXY_UDP6;
 	k_.set_proxy(rec_.slot, px);
-	spdlog::info("{}: proxy {} on 127.0.0.1:{}{}, records in {}", rec_.name, pid_, port_,
-		     h_l6.valid() ? fmt::format(" and [::1]:{}", port_) : "", records_);
+	spdlog::info("{}: proxy {} on 127.0.0.1:{}{}{}, records in {}", rec_.name, pid_, port_,
+		     l6.valid() ? fmt::format(" and [::1]:{}", port_) : "", u4.valid() ? " (TCP and UDP)" : " (TCP)",
+		     records_);
 }
 
 void SandboxProxy::stop()

@@ -193,6 +193,14 @@ std::string tcp_record_line(const std::string& sandbox, const Origin& o, const T
 	return dump_line(j);
 }
 
+std::string udp_record_line(const std::string& sandbox, const Origin& o, const UdpRecord& r)
+{
+	ojson j = head_fields(sandbox, "udp", o, r.time);
+	j["bytes_in"] = r.bytes_in;
+	j["head_hex"] = hex(std::string_view(r.head).substr(0, kHeadBytes));
+	return dump_line(j);
+}
+
 std::string records_full_line(const std::string& sandbox, uint64_t max_records_bytes,
 			      std::chrono::system_clock::time_point t)
 {
@@ -318,6 +326,8 @@ std::vector<std::string> row_of(const nlohmann::json& j)
 		auto trunc = j.find("truncated");
 		if (trunc != j.end() && trunc->is_boolean() && trunc->get<bool>())
 			what += " (truncated)";
+	} else if (kind == "udp") {
+		what = num(j, "bytes_in", "?") + " bytes";
 	} else if (kind == "records-full") {
 		what = "records stopped at " + num(j, "max_records_bytes", "?") + " bytes";
 	}

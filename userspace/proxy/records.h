@@ -59,15 +59,23 @@ struct TcpRecord {
 	uint64_t duration_ms = 0;
 };
 
+// A datagram.
+struct UdpRecord {
+	std::chrono::system_clock::time_point time;  // received
+	uint64_t bytes_in = 0;
+	std::string head;  // the first bytes, at most kHeadBytes
+};
+
 inline constexpr size_t kHeadBytes = 64;
 
 // 2026-01-02T03:04:05.123Z (UTC, milliseconds; always 24 characters).
 std::string rfc3339_ms(std::chrono::system_clock::time_point);
 
 // The record lines, '\n' included, fields in the documented order
-// (docs/world-recorder.md).
+// (docs/world.md).
 std::string http_record_line(const std::string& sandbox, const Origin&, const HttpRecord&);
 std::string tcp_record_line(const std::string& sandbox, const Origin&, const TcpRecord&);
+std::string udp_record_line(const std::string& sandbox, const Origin&, const UdpRecord&);
 std::string records_full_line(const std::string& sandbox, uint64_t max_records_bytes,
 			      std::chrono::system_clock::time_point);
 
@@ -121,7 +129,7 @@ struct ShowResult {
 
 // The table: TIME (HH:MM:SS.mmm), KIND, DESTINATION (the name when known,
 // else the address, with :port), WHAT (METHOD host/path; N bytes [tls
-// sni=X]), BODY (bytes), STATUS; columns aligned, two spaces apart.
+// sni=X]; N bytes for a datagram), BODY (bytes), STATUS; columns aligned, two spaces apart.
 ShowResult show_records(std::istream& in, std::string_view source, const ShowOptions&);
 
 }  // namespace airlock::proxy

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/udp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_range.hpp>
@@ -28,6 +29,7 @@ namespace airlock::proxy {
 namespace net = boost::asio;
 namespace http = boost::beast::http;
 using tcp = net::ip::tcp;
+using udp = net::ip::udp;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
@@ -210,6 +212,16 @@ public:
 private:
 	void accept(size_t i);
 	void on_accept(size_t i, const error_code& ec, tcp::socket s);
+	void receive(size_t i);
+	void on_datagram(size_t i, size_t n);
+
+	// A UDP socket, its buffer and the sender of what is in it.
+	struct Datagrams {
+		explicit Datagrams(net::io_context& io) : socket(io) {}
+		udp::socket socket;
+		udp::endpoint from;
+		std::array<char, 65536> buf{};
+	};
 
 	net::io_context& io_;
 	WorldOptions o_;
@@ -217,13 +229,14 @@ private:
 	RecordsWriter records_;
 	std::vector<tcp::acceptor> acceptors_;
 	std::vector<std::unique_ptr<net::steady_timer>> retry_;  // an acceptor's pause after a failed accept
+	std::vector<std::unique_ptr<Datagrams>> udp_;
 	std::unordered_map<Connection*, std::shared_ptr<Connection>> live_;
 	bool started_ = false;
 	bool stopped_ = false;
 	error_code last_accept_error_;
 	// Read by stats() from any thread.
 	std::atomic<uint64_t> connections_{0}, unknown_{0}, refused_busy_{0}, http_requests_{0}, tcp_streams_{0},
-		records_written_{0}, records_dropped_{0}, bytes_in_{0};
+		datagrams_{0}, records_written_{0}, records_dropped_{0}, bytes_in_{0};
 };
 
 // One accepted connection. A request starts with its first byte: if it
@@ -590,6 +603,31 @@ WorldImpl::WorldImpl(net::io_context& io, WorldOptions o, OriginLookup lookup)
 		}
 		retry_.push_back(std::make_unique<net::steady_timer>(io_));
 	}
+	std::vector<int> ufds = std::move(o_.udp_fds);
+	o_.udp_fds.clear();
+	for (size_t i = 0; i < ufds.size(); i++) {
+		sockaddr_storage ss{};
+		socklen_t len = sizeof(ss);
+		int type = 0;
+		socklen_t tlen = sizeof(type);
+		error_code ec;
+		if (::getsockname(ufds[i], reinterpret_cast<sockaddr*>(&ss), &len) != 0 ||
+		    ::getsockopt(ufds[i], SOL_SOCKET, SO_TYPE, &type, &tlen) != 0) {
+			ec = error_code(errno, boost::system::system_category());
+		} else if ((ss.ss_family != AF_INET && ss.ss_family != AF_INET6) || type != SOCK_DGRAM) {
+			ec = error_code(EPROTOTYPE, boost::system::system_category());
+		} else if (!o_.datagram_origin) {
+			ec = error_code(EINVAL, boost::system::system_category());
+		} else {
+			udp_.push_back(std::make_unique<Datagrams>(io_));
+			udp_.back()->socket.assign(ss.ss_family == AF_INET ? udp::v4() : udp::v6(), ufds[i], ec);
+		}
+		if (ec) {
+			for (size_t j = i; j < ufds.size(); j++)
+				::close(ufds[j]);
+			fail("world recorder: udp fd {}: {}", ufds[i], ec.message());
+		}
+	}
 }
 
 void WorldImpl::start()
@@ -599,6 +637,45 @@ void WorldImpl::start()
 	started_ = true;
 	for (size_t i = 0; i < acceptors_.size(); i++)
 		accept(i);
+	for (size_t i = 0; i < udp_.size(); i++)
+		receive(i);
+}
+
+void WorldImpl::receive(size_t i)
+{
+	Datagrams& d = *udp_[i];
+	d.socket.async_receive_from(net::buffer(d.buf), d.from,
+				    [self = shared_from_this(), i](const error_code& ec, size_t n) {
+					    if (self->stopped_ || ec == net::error::operation_aborted)
+						    return;
+					    if (!ec)
+						    self->on_datagram(i, n);
+					    // An error (a queued ICMP report, say) loses no datagram.
+					    self->receive(i);
+				    });
+}
+
+// Each datagram is one record; nothing is answered.
+void WorldImpl::on_datagram(size_t i, size_t n)
+{
+	Datagrams& d = *udp_[i];
+	datagrams_++;
+	bytes_in_ += n;
+	std::optional<Origin> origin;
+	try {
+		origin = o_.datagram_origin(d.socket.native_handle(), d.from.data(), static_cast<socklen_t>(d.from.size()));
+	} catch (const std::exception& e) {
+		spdlog::warn("world recorder of {}: origin lookup: {}", o_.sandbox, e.what());
+	}
+	if (!origin) {
+		unknown_++;
+		return;
+	}
+	UdpRecord r;
+	r.time = std::chrono::system_clock::now();
+	r.bytes_in = n;
+	r.head.assign(d.buf.data(), std::min(n, kHeadBytes));
+	record(udp_record_line(o_.sandbox, *origin, r));
 }
 
 void WorldImpl::accept(size_t i)
@@ -670,6 +747,8 @@ void WorldImpl::stop()
 		a.close(ignored);
 	for (auto& t : retry_)
 		t->cancel();
+	for (auto& u : udp_)
+		u->socket.close(ignored);
 	std::vector<std::shared_ptr<Connection>> open;
 	open.reserve(live_.size());
 	for (auto& [ptr, c] : live_)
@@ -688,6 +767,7 @@ WorldStats WorldImpl::stats() const
 	s.refused_busy = refused_busy_;
 	s.http_requests = http_requests_;
 	s.tcp_streams = tcp_streams_;
+	s.datagrams = datagrams_;
 	s.records_written = records_written_;
 	s.records_dropped = records_dropped_;
 	s.bytes_in = bytes_in_;

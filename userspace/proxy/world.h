@@ -1,9 +1,10 @@
 #pragma once
 // The simulated world's recorder: what `airlock proxy` runs for a sandbox
 // whose policy redirects to the world. It accepts the connections the
-// kernel redirected to its listeners, writes down what each tried (one
-// record per HTTP request; one per other TCP stream) and answers HTTP with
-// the policy's canned responses, or a plain 200. Nothing is forwarded.
+// kernel redirected to its listeners, and the datagrams to its UDP
+// sockets, writes down what each tried (one record per HTTP request; one
+// per other TCP stream; one per datagram) and answers HTTP with the
+// policy's canned responses, or a plain 200. Nothing is forwarded.
 //
 // One io_context, one thread, nothing blocks but the append of a record
 // line to a local file: a client that is slow, silent or hostile holds up
@@ -11,7 +12,7 @@
 // what is kept of a body (max_body_bytes), what is read of a connection
 // (max_connection_bytes), how long it may stay silent (idle_timeout), how
 // many are open at once (max_connections), and the records file itself.
-// docs/world-recorder.md describes the records; tests/unit/
+// docs/world.md describes the records; tests/unit/
 // test_world_recorder.cpp drives it with curl, Python and raw sockets.
 #include <chrono>
 #include <cstddef>
@@ -22,6 +23,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <sys/socket.h>
 
 #include <boost/asio/io_context.hpp>
 
@@ -36,10 +39,15 @@ namespace airlock::proxy {
 // did not come through a redirect): it is closed at once, counted as
 // "unknown", and nothing is recorded.
 using OriginLookup = std::function<std::optional<Origin>(int accepted_fd)>;
+// Called once per datagram with the UDP socket it came to and its sender;
+// nullopt: no origin (counted "unknown", nothing recorded).
+using DatagramOriginLookup = std::function<std::optional<Origin>(int udp_fd, const sockaddr* from, socklen_t len)>;
 
 struct WorldOptions {
 	std::string sandbox;          // the sandbox's name, written in every record
 	std::vector<int> listen_fds;  // listening TCP sockets (IPv4 and/or IPv6), bound and listening; owned from here
+	std::vector<int> udp_fds;     // bound UDP sockets taking redirected datagrams; owned from here
+	DatagramOriginLookup datagram_origin;  // needed with udp_fds
 	int records_fd = -1;          // opened O_WRONLY|O_APPEND by the caller; owned from here
 	uint64_t max_records_bytes = 64ull << 20;  // the file never grows past this: records beyond are dropped, never cut
 	WorldPolicy world;                         // max_body_bytes, responses (fixtures)
@@ -50,10 +58,11 @@ struct WorldOptions {
 
 struct WorldStats {
 	uint64_t connections = 0;      // accepted, all of them (unknown and busy included)
-	uint64_t unknown = 0;          // closed: the lookup knew no origin
+	uint64_t unknown = 0;          // closed (a datagram: dropped): the lookup knew no origin
 	uint64_t refused_busy = 0;     // closed: max_connections were open
 	uint64_t http_requests = 0;    // requests read (whole, or their header whole)
 	uint64_t tcp_streams = 0;      // streams recorded as "tcp"
+	uint64_t datagrams = 0;        // received, all of them (unknown included)
 	uint64_t records_written = 0;  // http and tcp lines in the file (not the records-full line)
 	uint64_t records_dropped = 0;  // lines not written: the cap, or a failed write
 	uint64_t bytes_in = 0;         // read from every connection
