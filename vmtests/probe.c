@@ -6,10 +6,14 @@
 //                option the policy does not list (14 bytes of marker), then
 //                the same query with a COOKIE, as dig sends it:
 //                "EDNS-BAD sent|<errno>", "EDNS-GOOD answered|<errno>"
+//   probe udp ADDR PORT TEXT
+//                one datagram of TEXT to ADDR:PORT (unconnected sendto):
+//                "UDP sent|<errno>"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -93,6 +97,18 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && strcmp(argv[1], "edns") == 0)
 		return edns();
-	fprintf(stderr, "usage: probe fam|edns\n");
+	if (argc == 5 && strcmp(argv[1], "udp") == 0) {
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[3]))};
+		int s = socket(AF_INET, SOCK_DGRAM, 0);
+		if (inet_pton(AF_INET, argv[2], &a.sin_addr) != 1)
+			return 2;
+		size_t n = strlen(argv[4]);
+		if (sendto(s, argv[4], n, 0, (struct sockaddr *)&a, sizeof(a)) == (ssize_t)n)
+			printf("UDP sent\n");
+		else
+			printf("UDP %d\n", errno);
+		return 0;
+	}
+	fprintf(stderr, "usage: probe fam|edns|udp ADDR PORT TEXT\n");
 	return 2;
 }

@@ -87,9 +87,11 @@ airlock run --policy /policy-kill.json --name vm-kill --audit-log /tmp/kill.json
 kill_rc=$?
 echo "VMTEST kill-exit $kill_rc"
 # World mode on this kernel: the connect to an address with no route lands
-# in the recorder (sock_addr rewrite, sockops, socket storage, getpeername).
+# in the recorder (sock_addr rewrite, sockops, socket storage, getpeername),
+# and so does a datagram (its origin filed at egress).
 airlock run --policy /world.json --name vm-world --audit-log /tmp/world-audit.jsonl -- \
-  sh -c 'printf "GET /vm-world HTTP/1.0\r\nHost: example.test\r\n\r\n" | nc -w 3 203.0.113.10 80' > /tmp/world.out 2>/tmp/world.err
+  sh -c 'printf "GET /vm-world HTTP/1.0\r\nHost: example.test\r\n\r\n" | nc -w 3 203.0.113.10 80;
+         probe udp 203.0.113.11 5353 VMWORLD-UDP' > /tmp/world.out 2>/tmp/world.err
 echo "VMTEST world-exit $?"
 sleep 1
 ok=0
@@ -120,6 +122,7 @@ grep -q "^esc-rc=1\$" /tmp/contain.out && grep -q '"port":8083' /tmp/contain.jso
 [ "$kill_rc" = 120 ] && ! grep -q not-killed /tmp/kill.out || { echo "VMTEST kill"; ok=0; }
 # World: the request recorded with its original destination, the recorder's answer back.
 grep -q '"dst":"203.0.113.10","port":80' /tmp/world/vm-world.jsonl && grep -q '"path":"/vm-world"' /tmp/world/vm-world.jsonl && \
+  grep -q '"kind":"udp","dst":"203.0.113.11","port":5353,"protocol":"udp","rule":0,"bytes_in":11' /tmp/world/vm-world.jsonl && \
   grep -q "^HTTP/1.[01] 200" /tmp/world.out || { echo "VMTEST world"; cat /tmp/world.err /tmp/world.out /tmp/world/vm-world.jsonl; ok=0; }
 cat /tmp/audit.jsonl /tmp/contain.jsonl
 if [ $ok = 1 ]; then echo "VMTEST PASS"; else echo "VMTEST FAIL"; fi
