@@ -30,6 +30,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "../common/openssl_hello.h"
@@ -515,6 +516,68 @@ TEST_F(WorldRecorderTest, AConnectionWithNoOriginIsClosedUnrecorded)
 	EXPECT_EQ(s.http_requests, 0u);
 	EXPECT_EQ(s.records_written, 0u);
 	EXPECT_EQ(std::filesystem::file_size(records_), 0u);
+}
+
+// Datagrams: each one a record, by the origin of its sender; one whose
+// sender has no origin is dropped unrecorded. Python sends them.
+TEST_F(WorldRecorderTest, EachDatagramIsARecordByItsSendersOrigin)
+{
+	int u = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ASSERT_GE(u, 0);
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	ASSERT_EQ(::bind(u, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+	ASSERT_EQ(::getsockname(u, reinterpret_cast<sockaddr*>(&a), &len), 0);
+	int port = ntohs(a.sin_port);
+	options_.udp_fds = {u};
+	// Known: datagrams from port 40001; any other sender has no origin.
+	options_.datagram_origin = [this](int fd, const sockaddr* from, socklen_t) -> std::optional<Origin> {
+		EXPECT_GE(fd, 0);
+		const auto* f = reinterpret_cast<const sockaddr_in*>(from);
+		if (from->sa_family != AF_INET || ntohs(f->sin_port) != 40001)
+			return std::nullopt;
+		Origin o;
+		o.addr = *parse_address("203.0.113.11");
+		o.port = 5353;
+		o.protocol = 17;
+		o.rule = 2;
+		return o;
+	};
+	start();
+	std::string py = fmt::format(
+		"import socket\n"
+		"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+		"s.bind(('127.0.0.1', 40001))\n"
+		"s.sendto(b'first datagram', ('127.0.0.1', {0}))\n"
+		"s.sendto(bytes(range(200)), ('127.0.0.1', {0}))\n"
+		"t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+		"t.sendto(b'from nobody known', ('127.0.0.1', {0}))\n",
+		port);
+	Ran r = run({"python3", "-c", py});
+	ASSERT_EQ(r.status, 0) << r.out;
+	ASSERT_TRUE(eventually([&] { return recorder_->stats().datagrams == 3; }));
+	stop();
+	auto got = lines();
+	ASSERT_EQ(got.size(), 2u);
+	EXPECT_EQ(got[0]["kind"], "udp");
+	EXPECT_EQ(got[0]["dst"], "203.0.113.11");
+	EXPECT_EQ(got[0]["port"], 5353);
+	EXPECT_EQ(got[0]["protocol"], "udp");
+	EXPECT_EQ(got[0]["rule"], 2);
+	EXPECT_EQ(got[0]["bytes_in"], 14);
+	EXPECT_EQ(got[0]["head_hex"], hex("first datagram"));
+	std::string all;
+	for (int i = 0; i < 200; i++)
+		all += static_cast<char>(i);
+	EXPECT_EQ(got[1]["bytes_in"], 200);
+	EXPECT_EQ(got[1]["head_hex"], hex(all.substr(0, 64)));
+	WorldStats st = recorder_->stats();
+	EXPECT_EQ(st.datagrams, 3u);
+	EXPECT_EQ(st.unknown, 1u);
+	EXPECT_EQ(st.records_written, 2u);
+	EXPECT_EQ(st.bytes_in, 14u + 200u + 17u);
 }
 
 TEST_F(WorldRecorderTest, ACannedResponseAnswersWhatItMatches)

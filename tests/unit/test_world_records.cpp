@@ -148,6 +148,27 @@ TEST(WorldRecords, TcpLineHasItsFieldsInOrder)
 						     "head_hex", "truncated", "duration_ms"}));
 }
 
+TEST(WorldRecords, UdpLineHasItsFieldsInOrder)
+{
+	UdpRecord r;
+	r.time = at_ms(1772368496789);
+	r.bytes_in = 100;
+	r.head = std::string(100, 'A');
+	Origin o;
+	o.addr = *parse_address("203.0.113.11");
+	o.port = 5353;
+	o.protocol = 17;
+	o.rule = 3;
+	o.name = "printer.local";
+	std::string head_hex;
+	for (int i = 0; i < 64; i++)
+		head_hex += "41";  // the first 64 bytes only
+	EXPECT_EQ(udp_record_line("agent-1", o, r),
+		  R"({"time":"2026-03-01T12:34:56.789Z","sandbox":"agent-1","kind":"udp","dst":"203.0.113.11","port":5353,)"
+		  R"("protocol":"udp","name":"printer.local","rule":3,"bytes_in":100,"head_hex":")" +
+			  head_hex + "\"}\n");
+}
+
 class RecordsFile : public ::testing::Test {
 protected:
 	void SetUp() override
@@ -255,6 +276,18 @@ TEST(WorldShow, ATableOfRecordsAndLinesThatAreNot)
 		  R"({"time":"2026-03-01T12:34:58.000Z","sandbox":"b","kind":"tcp","dst":"198.51.100.7","port":22,"protocol":"tcp","rule":2,"bytes_in":21,"head_hex":"","duration_ms":5})"
 		  "\n");
 	EXPECT_EQ(r.errors.size(), 2u);
+}
+
+TEST(WorldShow, ADatagramIsItsSize)
+{
+	std::istringstream in(
+		R"({"time":"2026-03-01T12:34:56.789Z","sandbox":"a","kind":"udp","dst":"fd77::3","port":443,"protocol":"udp","rule":1,"bytes_in":1200,"head_hex":"c0"})"
+		"\n");
+	ShowResult r = show_records(in, "w.jsonl", {});
+	EXPECT_EQ(r.out,
+		  "TIME          KIND  DESTINATION    WHAT        BODY  STATUS\n"
+		  "12:34:56.789  udp   [fd77::3]:443  1200 bytes  -     -\n");
+	EXPECT_TRUE(r.errors.empty());
 }
 
 TEST(WorldShow, NoRecordsIsTheHeaderAlone)
