@@ -35,8 +35,8 @@ TEST_F(FailClosed, AgentKilledEnforcementStaysNewAgentAdoptsKillCleansUp)
 	ASSERT_TRUE(runner.running()) << runner.describe();
 
 	auto ids_before = pinned_prog_ids(env().bpf_dir);
-	// Seven, and the two unix hooks this kernel has.
-	ASSERT_EQ(ids_before.size(), 9u) << "expected nine pinned programs under " << env().bpf_dir << "/progs";
+	// Ten, and the two unix hooks this kernel has.
+	ASSERT_EQ(ids_before.size(), 12u) << "expected twelve pinned programs under " << env().bpf_dir << "/progs";
 	auto st = env().status_of(orphan);
 	ASSERT_TRUE(st) << "status does not list the sandbox";
 	EXPECT_EQ(st->value("runner_pid", -1), runner.pid()) << st->dump();

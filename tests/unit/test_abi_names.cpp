@@ -71,7 +71,9 @@ TEST(AbiNames, NamesAreTheOnesLogsAndMetricsUse)
 					    "dns-name",       "dns-type",     "dns-length",    "dns-rate",
 					    "dns-table",      "learned",      "dns-unsolicited", "dns-edns",
 					    "dns-off-chain",  "unix-path",    "unix-scoped",   "busy",
-					    "refused",        "unix-own",     "family",        "helper"}));
+					    "refused",        "unix-own",     "family",        "helper",
+					    "redirect",       "no-proxy",     "proxy-port",    "redirect-udp",
+					    "not-redirected"}));
 	EXPECT_EQ(signals, (std::vector<std::string>{"", "stopped", "killed", "signal-failed"}));
 	EXPECT_EQ(sites, (std::vector<std::string>{"ipv4-header", "ipv4-option", "ipv6-header", "ipv6-extension",
 						   "l4-ports", "dns-tcp-header", "dns-tcp-length", "dns-query",
@@ -88,7 +90,7 @@ TEST(AbiNames, AllowingReasonsAndKnownHooks)
 		if (reason_allows(r))
 			allowing.emplace_back(reason_name(r));
 	EXPECT_EQ(allowing,
-		  (std::vector<std::string>{"rule-allow", "dns-allow", "learned", "unix-scoped", "unix-own"}));
+		  (std::vector<std::string>{"rule-allow", "dns-allow", "learned", "unix-scoped", "unix-own", "redirect"}));
 	for (unsigned h = 0; h <= AL_HOOK_MAX; h++)
 		EXPECT_EQ(hook_known(h), std::string(hook_name(h)) != "unknown") << h;
 	EXPECT_TRUE(hook_known(AL_HOOK_SOCKET));
