@@ -50,6 +50,7 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "kernel-enforced network egress control fo
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")  # postinst: the proxy's user
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
   ${CMAKE_SOURCE_DIR}/deploy/debian/conffiles
   ${CMAKE_SOURCE_DIR}/deploy/debian/postinst

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The Debian package, installed and removed for real: files in their FHS
 # places, the unit hardened (systemd-analyze security <= 5), the man page and
-# bash completion working; removal refused while an attached sandbox has
-# processes, done with AIRLOCK_UNINSTALL_FORCE=1 (the process runs on,
-# detached), every pin and state file gone, the configuration kept until
+# bash completion working, the proxy's system user made; removal refused
+# while an attached sandbox has processes, done with
+# AIRLOCK_UNINSTALL_FORCE=1 (the process runs on, detached), every pin and state file gone, the configuration kept until
 # purge. Uses airlock's default paths: refuses to run where the package is
 # installed or airlock is in use under them (sandbox records, a daemon).
 set -euo pipefail
@@ -16,6 +16,7 @@ if compgen -G '/run/airlock/sandboxes/*' >/dev/null || [[ -S /run/airlock/contro
   fail "airlock is in use here under its default paths (sandboxes or a daemon's socket in /run/airlock)"
 fi
 
+had_proxy_user=$(getent passwd airlock-proxy || true)
 cg_root=$(findmnt -n -t cgroup2 -o TARGET | head -1)
 cg=$cg_root/airlock-pkg-test-$$
 sleeper=""
@@ -32,6 +33,11 @@ cleanup() {
     sleep 0.1
   done
   rm -rf /sys/fs/bpf/airlock /run/airlock
+  # The package keeps the proxy's user on purge; the test does not.
+  if [[ -z $had_proxy_user ]] && getent passwd airlock-proxy >/dev/null; then
+    userdel airlock-proxy
+    getent group airlock-proxy >/dev/null && groupdel airlock-proxy
+  fi
 }
 trap cleanup EXIT
 
@@ -40,6 +46,10 @@ echo "package: $deb"
 dpkg -i "$deb" >/dev/null
 
 [[ $(/usr/bin/airlock --version) == *0.* ]] || fail "airlock --version"
+# The world's proxy has a system user of its own, no shell, no home.
+IFS=: read -r _ _ puid _ _ phome pshell < <(getent passwd airlock-proxy) || fail "no user airlock-proxy"
+[[ $puid -lt 1000 && $phome == /nonexistent && $pshell == /usr/sbin/nologin ]] ||
+  fail "airlock-proxy is uid $puid, home $phome, shell $pshell"
 for f in /usr/bin/airlock /usr/lib/systemd/system/airlock.service /usr/share/man/man1/airlock.1 \
   /usr/share/bash-completion/completions/airlock /etc/airlock/airlock.json /etc/airlock/policies/default.json \
   /usr/share/airlock/policies/research-agent.json /usr/share/airlock/dashboards/airlock.json \
