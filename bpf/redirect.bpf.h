@@ -128,6 +128,21 @@ static __always_inline void al_redirect_decide(struct bpf_sock_addr *ctx, const 
 	}
 }
 
+/* A packet to a loopback address (127/8, ::1) that leaves through another
+ * device: a socket bound to a device (SO_BINDTODEVICE, IP_UNICAST_IF, an
+ * IP_PKTINFO ifindex) makes the route lookup skip lo, and the packet goes
+ * out to the gateway with the loopback address on it. Whatever allowed
+ * loopback (a rule, a redirect to the proxy), that is not loopback. */
+#define AL_LOOPBACK_IFINDEX 1
+static __always_inline int al_loopback_elsewhere(const struct __sk_buff *skb, const struct al_dest *dst)
+{
+	const __u32 *w = (const __u32 *)dst->addr;
+	int loopback = dst->family == AL_FAMILY_IPV4 ? dst->addr[0] == 127
+						    : !(w[0] | w[1] | w[2]) && w[3] == bpf_htonl(1);
+
+	return loopback && skb->ifindex != AL_LOOPBACK_IFINDEX;
+}
+
 /* A redirected datagram as it leaves: its origin is filed under its
  * source address and port, which is what the proxy receives it from. */
 static __always_inline void al_file_datagram(const struct al_sk_origin *so, const struct al_dest *dst)

@@ -166,11 +166,12 @@ enum al_verdict {
 	X(AL_REASON_NO_PROXY, 33, "no-proxy")             /* a redirect rule matched and no proxy serves the sandbox: fail closed */ \
 	X(AL_REASON_PROXY_PORT, 34, "proxy-port")         /* the proxy's listener named directly, not through a redirect */ \
 	X(AL_REASON_REDIRECT_UDP, 35, "redirect-udp")     /* UDP to a destination the proxy takes over TCP only: refused, no violation */ \
-	X(AL_REASON_NOT_REDIRECTED, 36, "not-redirected") /* egress: a packet to a redirected destination from a socket that was not redirected */
+	X(AL_REASON_NOT_REDIRECTED, 36, "not-redirected") /* egress: a packet to a redirected destination from a socket that was not redirected */ \
+	X(AL_REASON_LOOPBACK_DEV, 37, "loopback-dev") /* egress: a packet to a loopback address leaving through another device */
 
 enum al_reason {
 	AL_REASONS(AL_ENUMERATOR)
-	AL_REASON_MAX = 37,
+	AL_REASON_MAX = 38,
 };
 
 /* Where a BPF helper call failed: al_counters.helper_errors[site]. A packet

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <regex>
 
@@ -440,6 +441,55 @@ TEST_F(World, AFlowOpenedBeforeARedirectNeverLeavesAfterIt)
 	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-UDP"));
 	Result k = env().airlock({"kill", name});
 	EXPECT_EQ(k.status, 0) << k.describe();
+}
+
+// A socket bound to a device (SO_BINDTODEVICE, IP_UNICAST_IF) makes the
+// route lookup for a loopback address skip lo: the packet would leave
+// through the device, to whatever answers for 127.0.0.1 there (here a
+// neighbour entry sends it to the sink). Loopback the rules allow and the
+// proxy a redirect rewrote to alike: denied at egress (loopback-dev),
+// nothing reaches the sink.
+TEST_F(World, LoopbackThroughAnotherDeviceNeverLeaves)
+{
+	std::string name = sandbox("dev");
+	const std::string& c = env().topo->client_ns;
+	const std::string& dev = env().topo->client_if;
+	auto neigh = [&](const char* op) {
+		std::vector<std::string> a = {"ip", "-n", c, "neigh", op, "127.0.0.1", "dev", dev};
+		if (std::string(op) == "replace")
+			a.insert(a.end(), {"lladdr", kSinkMac, "nud", "permanent"});
+		return run(a, 5s);
+	};
+	Result added = neigh("replace");
+	ASSERT_EQ(added.status, 0) << added.describe();
+	struct Undo {
+		std::function<void()> f;
+		~Undo() { f(); }
+	} undo{[&] { neigh("del"); }};
+
+	std::vector<std::string> markers;
+	std::vector<std::string> args = {dev};
+	const std::vector<std::pair<std::string, std::string>> tries = {{"udp-bind", dest4("127.0.0.1", 9030)},
+									{"udp-ucast", dest4("127.0.0.1", 9031)},
+									{"udp-bind", dest4(kDenied4, 9032)},
+									{"tcp-bind", dest4(kDenied4, 9033)}};
+	for (const auto& [mode, dest] : tries) {
+		markers.push_back(env().marker("dev"));
+		args.insert(args.end(), {mode, dest, markers.back()});
+	}
+	json extra = json::array({{{"action", "allow"}, {"cidr", "127.0.0.0/8"}}});
+	auto rr = run_in_world(name, env().py("bound_send.py", args), world_policy("deny", extra));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	json r1 = ResultFor(rr, markers[0]);
+	EXPECT_EQ(r1.value("ok", true), false) << rr.describe();
+	EXPECT_EQ(r1["errno"], json("EPERM")) << rr.describe();
+	for (const auto& m : markers)
+		EXPECT_TRUE(NothingArrived(env(), m)) << m;
+	EXPECT_TRUE(Logged(env().audit(), Violation("egress", "loopback-dev", "127.0.0.1", 9030), name))
+		<< dump_lines(env().audit());
+	EXPECT_TRUE(Logged(env().audit(), Violation("egress", "loopback-dev", "127.0.0.1", 9031), name))
+		<< dump_lines(env().audit());
+	EXPECT_TRUE(read_json_lines(records(name)).empty()) << read_file(records(name));
 }
 
 }  // namespace
