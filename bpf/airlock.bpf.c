@@ -104,7 +104,12 @@ int al_sendmsg4(struct bpf_sock_addr *ctx)
 {
 	struct bpf_sock *sk = ctx->sk;
 
-	if (ctx->user_ip4 == 0 && ctx->user_port == 0 && sk && sk->dst_ip4) {
+	if (sk && sk->dst_ip4 &&
+	    ((ctx->user_ip4 == 0 && ctx->user_port == 0) ||
+	     /* An IPv6 socket connected to a v4-mapped address: its sends come
+	      * here with the peer written out (the proxy, when redirected). */
+	     (ctx->user_ip4 == sk->dst_ip4 && bpf_ntohs((__u16)ctx->user_port) == bpf_ntohs(sk->dst_port) &&
+	      al_redirected(ctx)))) {
 		struct al_dest dst = { .protocol = (__u8)ctx->protocol };
 
 		al_dest_ip4(&dst, sk->dst_ip4);

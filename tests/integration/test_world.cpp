@@ -273,25 +273,33 @@ TEST_F(World, DatagramsLandInTheRecorderAndNothingLeaves)
 	std::string name = sandbox("udp");
 	std::string m4 = env().marker("u4"), m6 = env().marker("u6"), mm = env().marker("umapped");
 	std::string mc = env().marker("ucmsg"), after = env().marker("after");
+	std::string mmc = env().marker("umappedconnect"), mmm = env().marker("umappedcmsg");
 	auto rr = run_in_world(name,
 			       Sequence({env().py("udp_send.py", {"--mode", "sendto", dest4(kDenied4, 9010), m4}),
 					 env().py("udp_send.py", {"--mode", "connect", dest6(kDenied6, 9011), m6}),
 					 env().py("udp_send.py", {"--mode", "sendto", "[::ffff:10.77.0.3]:9012", mm}),
 					 env().py("udp_send.py", {"--mode", "cmsg", dest4(kDenied4, 9013), mc}),
+					 env().py("udp_send.py", {"--mode", "connect", "[::ffff:10.77.0.3]:9016", mmc}),
+					 env().py("udp_send.py", {"--mode", "cmsg", "[::ffff:10.77.0.3]:9017", mmm}),
 					 env().py("world_client.py", {dest4(kDenied4, 9014), after})}),
 			       world_policy("freeze"));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
-	for (const auto& m : {m4, m6, mm, mc})
+	for (const auto& m : {m4, m6, mm, mc, mmc, mmm})
 		EXPECT_EQ(ResultFor(rr, m).value("ok", false), true) << m << "\n" << rr.describe();
 	EXPECT_EQ(ResultFor(rr, after).value("status", 0), 200) << rr.describe();
 
-	auto lines = wait_records(name, 5);
+	auto lines = wait_records(name, 7);
 	struct Want {
 		std::string marker, dst;
 		int port;
 	};
 	for (const auto& w : std::vector<Want>{
-		     {m4, kDenied4, 9010}, {m6, kDenied6, 9011}, {mm, kDenied4, 9012}, {mc, kDenied4, 9013}}) {
+		     {m4, kDenied4, 9010},
+		     {m6, kDenied6, 9011},
+		     {mm, kDenied4, 9012},
+		     {mc, kDenied4, 9013},
+		     {mmc, kDenied4, 9016},
+		     {mmm, kDenied4, 9017}}) {
 		std::string head;
 		for (unsigned char ch : w.marker)
 			head += fmt::format("{:02x}", ch);
@@ -305,7 +313,7 @@ TEST_F(World, DatagramsLandInTheRecorderAndNothingLeaves)
 		EXPECT_EQ(j->value("bytes_in", 0), static_cast<int>(w.marker.size())) << j->dump();
 		EXPECT_EQ(j->value("head_hex", ""), head) << j->dump();
 	}
-	for (const auto& m : {m4, m6, mm, mc})
+	for (const auto& m : {m4, m6, mm, mc, mmc, mmm})
 		EXPECT_TRUE(NothingArrived(env(), m));
 	EXPECT_TRUE(Logged(env().audit(), not_a_violation("sendmsg4", "allow", "redirect", kDenied4, 9010), name));
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
