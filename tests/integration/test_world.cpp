@@ -387,6 +387,8 @@ TEST_F(World, TheProxyIsUnprivilegedAndItsDeathFailsClosed)
 	EXPECT_EQ(field("CapEff"), "0000000000000000") << status;
 	EXPECT_EQ(field("CapBnd"), "0000000000000000") << status;
 	EXPECT_EQ(field("NoNewPrivs"), "1") << status;
+	// It leads a session of its own: no controlling terminal.
+	EXPECT_EQ(field("NSsid"), std::to_string(pid)) << status;
 	std::string cg = read_file(fmt::format("/proc/{}/cgroup", pid));
 	EXPECT_EQ(cg.find(name), std::string::npos) << cg;
 

@@ -217,6 +217,9 @@ void SandboxProxy::start()
 		::prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (::getppid() != parent)
 			::_exit(127);
+		// A session of its own: no controlling terminal to type into.
+		if (::setsid() < 0)
+			::_exit(127);
 		sigset_t none;
 		sigemptyset(&none);
 		::sigprocmask(SIG_SETMASK, &none, nullptr);
