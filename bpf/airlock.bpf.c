@@ -253,7 +253,7 @@ int al_egress(struct __sk_buff *skb)
 		} else if (al_loopback_elsewhere(skb, &dst)) {
 			d.verdict = AL_VERDICT_DENY;
 			d.reason = AL_REASON_LOOPBACK_DEV;
-		} else if (!al_redirect_egress(skb, sb, &dst, &d)) {
+		} else if (!al_redirect_egress(skb, &dst, &d)) {
 			al_decide_dest(sb, &dst, AL_HOOK_EGRESS, &d);
 			if (d.reason == AL_REASON_REDIRECT) {
 				d.verdict = AL_VERDICT_DENY;

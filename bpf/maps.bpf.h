@@ -239,6 +239,13 @@ struct {
 } al_proxy SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AL_MAX_SANDBOXES);
+	__type(key, __u32);
+	__type(value, __u32);
+} al_proxy_port SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, AL_ORIGINS_MAX);
 	__type(key, struct al_origin_key);

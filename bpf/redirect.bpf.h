@@ -20,19 +20,21 @@ static __always_inline struct al_proxy *al_proxy_of(__u32 slot)
 	return px && px->port ? px : 0;
 }
 
-/* The destination is the proxy's listener (either family), by its address
- * or by the unspecified one, which a connect takes for this host's
- * loopback (0.0.0.0 is 127.0.0.1, :: is ::1). */
-static __always_inline int al_is_proxy_dest(const struct al_proxy *px, const struct al_dest *dst)
+/* The slot whose proxy the destination is, or 0: a proxy's port at the
+ * address every proxy listens on (127.0.0.1, ::1), or at the unspecified
+ * one, which a connect takes for this host's loopback (0.0.0.0 is
+ * 127.0.0.1, :: is ::1). Any sandbox's proxy, not only this one's. */
+static __always_inline __u32 *al_proxy_slot_of(const struct al_dest *dst)
 {
 	const __u32 *w = (const __u32 *)dst->addr;
+	__u32 port = dst->port;
+	int local;
 
-	if (!px || dst->port != px->port)
-		return 0;
 	if (dst->family == AL_FAMILY_IPV4)
-		return w[0] == px->addr4 || w[0] == 0;
-	return (px->flags & AL_PROXY_IPV6) &&
-	       (al_addr_eq(dst->addr, px->addr6) || (w[0] | w[1] | w[2] | w[3]) == 0);
+		local = w[0] == bpf_htonl(0x7f000001) || w[0] == 0;
+	else
+		local = !(w[0] | w[1] | w[2]) && (w[3] == bpf_htonl(1) || w[3] == 0);
+	return local ? bpf_map_lookup_elem(&al_proxy_port, &port) : 0;
 }
 
 /* The proxy has a socket for this destination's protocol and family. */
@@ -102,7 +104,7 @@ static __always_inline void al_redirect_decide(struct bpf_sock_addr *ctx, const 
 {
 	struct al_proxy *px = al_proxy_of(sb->slot);
 
-	if (al_is_proxy_dest(px, dst)) {
+	if (al_proxy_slot_of(dst)) {
 		d->verdict = AL_VERDICT_DENY;
 		d->reason = AL_REASON_PROXY_PORT;
 		d->rule = AL_RULE_NONE;
@@ -161,12 +163,12 @@ static __always_inline void al_file_datagram(const struct al_sk_origin *so, cons
  * socket (and a datagram's origin is filed); one to a redirected
  * destination itself is a socket that got past its connect or sendmsg
  * hook, and never leaves. Returns 1 when it decided. */
-static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struct al_sandbox *sb,
-					      const struct al_dest *dst, struct al_decision *d)
+static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struct al_dest *dst,
+					      struct al_decision *d)
 {
-	struct al_proxy *px = al_proxy_of(sb->slot);
+	__u32 *ps = al_proxy_slot_of(dst);
 
-	if (!al_is_proxy_dest(px, dst))
+	if (!ps)
 		return 0;
 	d->rule = AL_RULE_NONE;
 	d->verdict = AL_VERDICT_DENY;
@@ -177,7 +179,8 @@ static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struc
 	if (sk) {
 		struct al_sk_origin *so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
 
-		if (so && (so->flags & AL_SK_REDIRECTED) && dst->protocol == so->origin.protocol) {
+		if (so && (so->flags & AL_SK_REDIRECTED) && dst->protocol == so->origin.protocol &&
+		    so->origin.slot == *ps) {
 			d->verdict = AL_VERDICT_ALLOW;
 			d->reason = AL_REASON_REDIRECT;
 			d->rule = so->origin.rule;

@@ -65,7 +65,7 @@
 #define AL_PINNED_MAPS(X) \
 	X(config) X(sandboxes) X(rules) X(latch) X(counters) X(flood) X(rings) \
 	X(rcu_sync) X(rcu_inner) X(names) X(dns) X(dns_state) X(pending) X(learned) \
-	X(unix_exact) X(unix_prefix) X(unix_bound) X(unix_binding) X(proxy) X(origin) X(sk_origin) \
+	X(unix_exact) X(unix_prefix) X(unix_bound) X(unix_binding) X(proxy) X(proxy_port) X(origin) X(sk_origin) \
 	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template)
 /* Per-CPU working memory of the programs, never pinned: only the programs
  * use it. The loader fails to compile if a map of the object is in neither
@@ -419,6 +419,12 @@ struct al_proxy {
 	__u16 flags;       /* al_proxy_flag */
 	__u8 addr6[16];    /* the listener on IPv6 loopback */
 };
+
+/* Map "al_proxy_port", hash: the port of every sandbox's proxy -> its slot
+ * (__u32 port in host order -> __u32 slot). Every proxy listens on
+ * 127.0.0.1 and ::1 of the agent's network namespace: its port, named
+ * directly there, is a proxy port for every sandbox, and a packet reaches it
+ * only from a socket redirected to that slot's proxy. */
 
 enum al_proxy_flag {
 	AL_PROXY_IPV6 = 1u << 0, /* a listener on addr6 exists: IPv6 destinations can be redirected */

@@ -502,5 +502,51 @@ TEST_F(World, LoopbackThroughAnotherDeviceNeverLeaves)
 	EXPECT_TRUE(read_json_lines(records(name)).empty()) << read_file(records(name));
 }
 
+// Another sandbox's proxy is no loopback port like any other: a sandbox
+// whose rules allow loopback is denied its port (proxy-port) by its
+// address, and nothing of it lands in the world sandbox's records.
+TEST_F(World, AnotherSandboxsProxyIsNotReachable)
+{
+	std::string a = sandbox("owner"), b = sandbox("other");
+	std::string go = env().path("go-owner");
+	RunSpec s;
+	s.policy = env().write_policy(a + ".json", world_policy());
+	s.name = a;
+	s.cmd = env().py("wait_file.py", {go, "30"});
+	Proc& owner = env().start_run(s);
+	std::smatch sm;
+	std::regex re("proxy [0-9]+ on 127\\.0\\.0\\.1:([0-9]+)");
+	std::string err;
+	ASSERT_TRUE(wait_until(
+		[&] {
+			err = owner.err();
+			return std::regex_search(err, sm, re);
+		},
+		10s))
+		<< owner.err();
+	int port = std::stoi(sm[1]);
+
+	json other = base_policy("it-other");
+	other["rules"].push_back({{"action", "allow"}, {"cidr", "127.0.0.0/8"}});
+	other["rules"].push_back({{"action", "allow"}, {"cidr", "::1/128"}});
+	std::string m4 = env().marker("other4"), m6 = env().marker("other6");
+	RunSpec o;
+	o.policy = env().write_policy(b + ".json", other);
+	o.name = b;
+	o.cmd = env().py("tcp_send.py", {dest4("127.0.0.1", port), m4, dest6("::1", port), m6});
+	RunResult rr = env().run(o, 30s);
+	write_file(go, "go");
+	ASSERT_EQ(owner.wait(20s), std::optional<int>(0)) << owner.describe();
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	for (const auto& m : {m4, m6}) {
+		json r = ResultFor(rr, m);
+		EXPECT_EQ(r.value("ok", true), false) << rr.describe();
+		EXPECT_EQ(r["errno"], json("EPERM")) << rr.describe();
+	}
+	EXPECT_TRUE(Logged(env().audit(), Violation("connect4", "proxy-port", "127.0.0.1", port), b));
+	EXPECT_TRUE(Logged(env().audit(), Violation("connect6", "proxy-port", "::1", port), b));
+	EXPECT_TRUE(read_json_lines(records(a)).empty()) << read_file(records(a));
+}
+
 }  // namespace
 }  // namespace it
