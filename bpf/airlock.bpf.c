@@ -137,27 +137,21 @@ int al_sendmsg6(struct bpf_sock_addr *ctx)
 	return al_addr6(ctx, AL_HOOK_SENDMSG6, 0);
 }
 
-/* A redirected socket's peer is where it meant to go. */
-SEC("cgroup/getpeername4")
-int al_getpeername4(struct bpf_sock_addr *ctx)
+/* Where a redirected socket meant to go, written into the address a
+ * getpeername or recvmsg returns: an IPv4 socket's (an IPv4 origin only),
+ * an IPv6 socket's (an IPv4 origin as ::ffff:a.b.c.d). */
+static __always_inline void al_show_origin4(struct bpf_sock_addr *ctx, const struct al_sk_origin *so)
 {
-	struct al_sk_origin *so = al_redirected(ctx);
-
-	if (so && so->origin.family == AL_FAMILY_IPV4) {
-		ctx->user_ip4 = *(__u32 *)so->origin.addr;
-		ctx->user_port = bpf_htons(so->origin.port);
-	}
-	return 1;
+	if (so->origin.family != AL_FAMILY_IPV4)
+		return;
+	ctx->user_ip4 = *(const __u32 *)so->origin.addr;
+	ctx->user_port = bpf_htons(so->origin.port);
 }
 
-SEC("cgroup/getpeername6")
-int al_getpeername6(struct bpf_sock_addr *ctx)
+static __always_inline void al_show_origin6(struct bpf_sock_addr *ctx, const struct al_sk_origin *so)
 {
-	struct al_sk_origin *so = al_redirected(ctx);
-
-	if (!so)
-		return 1;
 	const __u32 *a = (const __u32 *)so->origin.addr;
+
 	if (so->origin.family == AL_FAMILY_IPV4) {
 		ctx->user_ip6[0] = 0;
 		ctx->user_ip6[1] = 0;
@@ -170,6 +164,67 @@ int al_getpeername6(struct bpf_sock_addr *ctx)
 		ctx->user_ip6[3] = a[3];
 	}
 	ctx->user_port = bpf_htons(so->origin.port);
+}
+
+/* A redirected socket's peer is where it meant to go. */
+SEC("cgroup/getpeername4")
+int al_getpeername4(struct bpf_sock_addr *ctx)
+{
+	struct al_sk_origin *so = al_redirected(ctx);
+
+	if (so)
+		al_show_origin4(ctx, so);
+	return 1;
+}
+
+SEC("cgroup/getpeername6")
+int al_getpeername6(struct bpf_sock_addr *ctx)
+{
+	struct al_sk_origin *so = al_redirected(ctx);
+
+	if (so)
+		al_show_origin6(ctx, so);
+	return 1;
+}
+
+/* A datagram from the proxy to a redirected socket comes from where the
+ * socket sent (an answer to a DNS query, say): its latest origin. Any other
+ * sender is left as it is. */
+static __always_inline struct al_sk_origin *al_answered(struct bpf_sock_addr *ctx, const struct al_dest *src)
+{
+	struct al_sk_origin *so = al_redirected(ctx);
+	__u32 *ps;
+
+	if (!so || so->origin.protocol != IPPROTO_UDP)
+		return 0;
+	ps = al_proxy_slot_of(src);
+	return ps && *ps == so->origin.slot ? so : 0;
+}
+
+SEC("cgroup/recvmsg4")
+int al_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	struct al_dest src = { .protocol = IPPROTO_UDP };
+
+	al_dest_ip4(&src, ctx->user_ip4);
+	src.port = bpf_ntohs((__u16)ctx->user_port);
+	struct al_sk_origin *so = al_answered(ctx, &src);
+	if (so)
+		al_show_origin4(ctx, so);
+	return 1;
+}
+
+SEC("cgroup/recvmsg6")
+int al_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	struct al_dest src = { .protocol = IPPROTO_UDP };
+	__u32 ip6[4] = { ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2], ctx->user_ip6[3] };
+
+	al_dest_ip6(&src, ip6);
+	src.port = bpf_ntohs((__u16)ctx->user_port);
+	struct al_sk_origin *so = al_answered(ctx, &src);
+	if (so)
+		al_show_origin6(ctx, so);
 	return 1;
 }
 

@@ -149,15 +149,20 @@ static __always_inline int al_is_resolver(const struct al_dns_policy *dp, __u8 f
 }
 
 /* Port 53 belongs to the DNS policy, whatever the address rules say: only
- * the listed resolvers, TCP only with dns.tcp. What the query asks is
- * judged at egress. */
+ * the listed resolvers, TCP only with dns.tcp, what the query asks judged
+ * at egress; or, in a world that synthesizes DNS, the sandbox's proxy. */
 static __always_inline void al_dns_dest(__u32 policy_id, const struct al_dest *dst, struct al_decision *out)
 {
 	struct al_dns_policy *dp = bpf_map_lookup_elem(&al_dns, &policy_id);
 
 	out->rule = AL_RULE_NONE;
 	out->verdict = AL_VERDICT_DENY;
-	if (!dp || !al_is_resolver(dp, dst->family, dst->addr))
+	if (dp && (dp->flags & AL_DNS_WORLD)) {
+		/* The world answers every query: to the proxy, wherever it was
+		 * sent (the hook that sees this rewrites, or denies). */
+		out->verdict = AL_VERDICT_ALLOW;
+		out->reason = AL_REASON_REDIRECT;
+	} else if (!dp || !al_is_resolver(dp, dst->family, dst->addr))
 		out->reason = AL_REASON_DNS_RESOLVER;
 	else if (dst->protocol == IPPROTO_TCP && !(dp->flags & AL_DNS_TCP))
 		out->reason = AL_REASON_DNS_TCP;

@@ -9,6 +9,9 @@
 //   probe udp ADDR PORT TEXT
 //                one datagram of TEXT to ADDR:PORT (unconnected sendto):
 //                "UDP sent|<errno>"
+//   probe dnsa ADDR NAME
+//                an A query for NAME to ADDR:53 (unconnected): "DNSA from
+//                SRC:PORT answer ADDRESS", or "DNSA send|recv <errno>"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -109,6 +112,42 @@ int main(int argc, char **argv)
 			printf("UDP %d\n", errno);
 		return 0;
 	}
-	fprintf(stderr, "usage: probe fam|edns|udp ADDR PORT TEXT\n");
+	if (argc == 4 && strcmp(argv[1], "dnsa") == 0) {
+		/* An A query for NAME (one label) from an unconnected socket; the
+		 * answer's source as recvfrom gives it, and its first address. */
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)}, from;
+		socklen_t flen = sizeof(from);
+		unsigned char m[512], r[512];
+		size_t nl = strlen(argv[3]), n = 0;
+		struct timeval tv = {.tv_sec = 3};
+		int s = socket(AF_INET, SOCK_DGRAM, 0);
+		if (inet_pton(AF_INET, argv[2], &a.sin_addr) != 1 || nl == 0 || nl > 63)
+			return 2;
+		static const unsigned char head[] = {0x42, 0x42, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
+		memcpy(m, head, sizeof(head));
+		n = sizeof(head);
+		m[n++] = (unsigned char)nl;
+		memcpy(m + n, argv[3], nl);
+		n += nl;
+		static const unsigned char tail[] = {0, 0, 1, 0, 1};
+		memcpy(m + n, tail, sizeof(tail));
+		n += sizeof(tail);
+		setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		if (sendto(s, m, n, 0, (struct sockaddr *)&a, sizeof(a)) != (ssize_t)n) {
+			printf("DNSA send %d\n", errno);
+			return 0;
+		}
+		ssize_t got = recvfrom(s, r, sizeof(r), 0, (struct sockaddr *)&from, &flen);
+		if (got < (ssize_t)(n + 16)) {
+			printf("DNSA recv %d\n", got < 0 ? errno : 0);
+			return 0;
+		}
+		char src[INET_ADDRSTRLEN], ans[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &from.sin_addr, src, sizeof(src));
+		inet_ntop(AF_INET, r + n + 12, ans, sizeof(ans));
+		printf("DNSA from %s:%u answer %s\n", src, ntohs(from.sin_port), ans);
+		return 0;
+	}
+	fprintf(stderr, "usage: probe fam|edns|udp ADDR PORT TEXT|dnsa ADDR NAME\n");
 	return 2;
 }

@@ -48,7 +48,7 @@ cat > "$root/world.json" <<'JSON'
 {"version": 1, "name": "vm-world", "on_violation": "deny",
  "rules": [{"action": "redirect", "cidr": "0.0.0.0/0", "to": "world"},
            {"action": "redirect", "cidr": "::/0", "to": "world"}],
- "world": {"records": "/tmp/world", "dns": "resolvers"}}
+ "world": {"records": "/tmp/world"}}
 JSON
 cat > "$root/init" <<'INIT'
 #!/bin/sh
@@ -91,7 +91,7 @@ echo "VMTEST kill-exit $kill_rc"
 # and so does a datagram (its origin filed at egress).
 airlock run --policy /world.json --name vm-world --audit-log /tmp/world-audit.jsonl -- \
   sh -c 'printf "GET /vm-world HTTP/1.0\r\nHost: example.test\r\n\r\n" | nc -w 3 203.0.113.10 80;
-         probe udp 203.0.113.11 5353 VMWORLD-UDP' > /tmp/world.out 2>/tmp/world.err
+         probe udp 203.0.113.11 5353 VMWORLD-UDP; probe dnsa 203.0.113.53 vmworld' > /tmp/world.out 2>/tmp/world.err
 echo "VMTEST world-exit $?"
 sleep 1
 ok=0
@@ -123,7 +123,10 @@ grep -q "^esc-rc=1\$" /tmp/contain.out && grep -q '"port":8083' /tmp/contain.jso
 # World: the request recorded with its original destination, the recorder's answer back.
 grep -q '"dst":"203.0.113.10","port":80' /tmp/world/vm-world.jsonl && grep -q '"path":"/vm-world"' /tmp/world/vm-world.jsonl && \
   grep -q '"kind":"udp","dst":"203.0.113.11","port":5353,"protocol":"udp","rule":0,"bytes_in":11' /tmp/world/vm-world.jsonl && \
-  grep -q "^HTTP/1.[01] 200" /tmp/world.out || { echo "VMTEST world"; cat /tmp/world.err /tmp/world.out /tmp/world/vm-world.jsonl; ok=0; }
+  grep -q "^HTTP/1.[01] 200" /tmp/world.out && \
+  grep -q '^DNSA from 203.0.113.53:53 answer 198.18.0.1$' /tmp/world.out && \
+  grep -q '"kind":"dns","dst":"203.0.113.53","port":53,"protocol":"udp","bytes_in":25,"query":"vmworld","qtype":"A","rcode":"NOERROR","answer":"198.18.0.1"' /tmp/world/vm-world.jsonl || \
+  { echo "VMTEST world"; cat /tmp/world.err /tmp/world.out /tmp/world/vm-world.jsonl; ok=0; }
 cat /tmp/audit.jsonl /tmp/contain.jsonl
 if [ $ok = 1 ]; then echo "VMTEST PASS"; else echo "VMTEST FAIL"; fi
 poweroff -f

@@ -279,6 +279,8 @@ enum al_dns_flag {
 	AL_DNS_TCP = 1u << 0,      /* DNS over TCP to the resolvers */
 	AL_DNS_EDNS = 1u << 1,     /* a query may carry one EDNS OPT record */
 	AL_DNS_EDNS_DO = 1u << 2,  /* its DNSSEC OK bit may be set */
+	AL_DNS_WORLD = 1u << 3,    /* world.dns synthesize: every query (port 53, UDP and TCP, any
+				    * address) is redirected to the sandbox's proxy, which answers it */
 };
 
 /* An EDNS option a query may carry: its code, and at most this many bytes

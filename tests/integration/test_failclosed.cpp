@@ -36,7 +36,7 @@ TEST_F(FailClosed, AgentKilledEnforcementStaysNewAgentAdoptsKillCleansUp)
 
 	auto ids_before = pinned_prog_ids(env().bpf_dir);
 	// Ten, and the two unix hooks this kernel has.
-	ASSERT_EQ(ids_before.size(), 12u) << "expected twelve pinned programs under " << env().bpf_dir << "/progs";
+	ASSERT_EQ(ids_before.size(), 14u) << "expected fourteen pinned programs under " << env().bpf_dir << "/progs";
 	auto st = env().status_of(orphan);
 	ASSERT_TRUE(st) << "status does not list the sandbox";
 	EXPECT_EQ(st->value("runner_pid", -1), runner.pid()) << st->dump();

@@ -16,7 +16,10 @@
 #include <functional>
 #include <fstream>
 #include <regex>
+#include <set>
+#include <sstream>
 
+#include "dns_world.h"
 #include "fixture.h"
 
 namespace it {
@@ -391,6 +394,20 @@ TEST_F(World, TheProxyIsUnprivilegedAndItsDeathFailsClosed)
 	EXPECT_EQ(field("NSsid"), std::to_string(pid)) << status;
 	std::string cg = read_file(fmt::format("/proc/{}/cgroup", pid));
 	EXPECT_EQ(cg.find(name), std::string::npos) << cg;
+	// Its four sockets (TCP and UDP, 127.0.0.1 and ::1) are bound to the
+	// device lo: nothing it sends from them leaves the host.
+	Result ss = env().in_client({"ss", "-H", "-a", "-n", "-p", "-t", "-u"});
+	ASSERT_EQ(ss.status, 0) << ss.describe();
+	std::istringstream lines(ss.out);
+	std::string line;
+	int sockets = 0, on_lo = 0;
+	while (std::getline(lines, line))
+		if (line.find(fmt::format("pid={},", pid)) != std::string::npos) {
+			sockets++;
+			on_lo += std::regex_search(line, std::regex(R"((127\.0\.0\.1|\[::1\])%lo:[0-9]+ )"));
+		}
+	EXPECT_EQ(sockets, 4) << ss.out;
+	EXPECT_EQ(on_lo, 4) << ss.out;
 
 	// Killed five times within the window: started again each time, then no more.
 	for (int i = 0; i < 5; i++) {
@@ -546,6 +563,70 @@ TEST_F(World, AnotherSandboxsProxyIsNotReachable)
 	EXPECT_TRUE(Logged(env().audit(), Violation("connect4", "proxy-port", "127.0.0.1", port), b));
 	EXPECT_TRUE(Logged(env().audit(), Violation("connect6", "proxy-port", "::1", port), b));
 	EXPECT_TRUE(read_json_lines(records(a)).empty()) << read_file(records(a));
+}
+
+
+// world.dns "synthesize": every query, to any address, is answered by the
+// world with an address of 198.18.0.0/15 bound to the name, and seems to
+// come from where it was sent (recvmsg4/6): glibc's getaddrinfo over
+// resolv.conf, sendto/recvfrom from IPv4 and IPv6 sockets (native and
+// v4-mapped), dig; urllib then reaches the name, and its request is recorded
+// with the name. The real resolver of the test world never hears of the
+// names, and nothing is a violation.
+TEST_F(World, TheWorldAnswersDnsFromWhereItWasAskedAndRecordsCarryTheName)
+{
+	DnsWorld w(env());
+	ASSERT_NO_THROW(w.start());
+	std::string name = sandbox("dns");
+	json policy = world_policy("freeze");
+	policy["world"]["dns"] = "synthesize";
+	std::string marker = env().marker("dnsworld");
+	std::vector<std::string> py = env().py("world_dns.py", {"api.example.com", kResolver4, kDenied6, marker});
+	std::vector<std::string> cmd = {"/bin/sh", "-c", "\"$@\" && dig +short +tries=1 +time=3 dig.example A", "sh"};
+	cmd.insert(cmd.end(), py.begin(), py.end());
+	RunSpec s;
+	s.policy = env().write_policy(name + ".json", policy);
+	s.name = name;
+	s.cmd = cmd;
+	s.log_allowed = true;
+	RunResult rr = w.run(s, 40s);
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	ASSERT_FALSE(rr.out_json.empty()) << rr.describe();
+	const json& out = rr.out_json[0];
+	EXPECT_EQ(out["getaddrinfo"], json::array({"198.18.0.1"})) << out.dump();
+	ASSERT_EQ(out["raw"].size(), 3u) << out.dump();
+	const std::vector<std::pair<std::string, int>> raw = {
+		{kResolver4, 0x1111}, {std::string("::ffff:") + kResolver4, 0x2222}, {kDenied6, 0x3333}};
+	for (size_t i = 0; i < raw.size(); i++) {
+		const json& r = out["raw"][i];
+		EXPECT_EQ(r.value("from", ""), raw[i].first) << r.dump();
+		EXPECT_EQ(r.value("from_port", 0), 53) << r.dump();
+		EXPECT_EQ(r.value("id", 0), raw[i].second) << r.dump();
+		EXPECT_EQ(r.value("answer", ""), "198.18.0.1") << r.dump();
+	}
+	EXPECT_EQ(out["http"].value("status", 0), 200) << out.dump();
+	EXPECT_NE(rr.r.out.find("\n198.18.0.2\n"), std::string::npos) << rr.describe();
+
+	auto lines = wait_records(name, 1);
+	auto http = record_with(lines, "path", marker);
+	ASSERT_TRUE(http) << read_file(records(name));
+	EXPECT_EQ(http->value("dst", ""), "198.18.0.1");
+	EXPECT_EQ(http->value("port", 0), 80);
+	EXPECT_EQ(http->value("name", ""), "api.example.com");
+	EXPECT_EQ(http->value("host", ""), "api.example.com");
+	std::set<std::string> asked;
+	for (const auto& j : lines)
+		if (j.value("kind", "") == "dns" && j.value("qtype", "") == "A")
+			asked.insert(j.value("dst", "") + " " + j.value("protocol", "") + " " + j.value("query", "") + " " +
+				     j.value("answer", ""));
+	EXPECT_TRUE(asked.count(std::string(kResolver4) + " udp api.example.com 198.18.0.1")) << read_file(records(name));
+	EXPECT_TRUE(asked.count(std::string(kDenied6) + " udp api.example.com 198.18.0.1")) << read_file(records(name));
+	EXPECT_TRUE(asked.count(std::string(kResolver4) + " udp dig.example 198.18.0.2")) << read_file(records(name));
+
+	EXPECT_TRUE(NeverQueried(w, "api.example.com"));
+	EXPECT_TRUE(NeverQueried(w, "dig.example"));
+	EXPECT_TRUE(NothingArrived(env(), marker));
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 }
 
 }  // namespace

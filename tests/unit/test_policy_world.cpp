@@ -35,7 +35,10 @@ TEST(PolicyWorld, ARedirectToTheWorldOrASimulator)
 				    {"action": "redirect", "domain": "smtp.example.com", "ports": [25], "protocol": "tcp",
 				     "to": "127.0.0.1:2525"},
 				    {"action": "redirect", "cidr": "2001:db8::/32", "to": "[::1]:8025"})"));
-	ASSERT_EQ(p.rules.size(), 3u);
+	// The file's three, and the world's DNS addresses after them.
+	ASSERT_EQ(p.rules.size(), 4u);
+	EXPECT_EQ(describe(p.rules[3]), "redirect 198.18.0.0/15 to world");
+	EXPECT_EQ(p.rules[3].index, 3u);
 	EXPECT_EQ(p.rules[0].action, Action::Redirect);
 	ASSERT_TRUE(p.rules[0].redirect);
 	EXPECT_TRUE(p.rules[0].redirect->world);
@@ -187,6 +190,30 @@ TEST(PolicyWorld, RedirectSitsBetweenDenyAndAllow)
 	ASSERT_GE(rs->count, 1u);
 	EXPECT_EQ(rs->ranges[0].action, AL_ACTION_REDIRECT);
 	EXPECT_EQ(rs->ranges[0].rule, 6);
+}
+
+// world.dns "synthesize": every query goes to the world (AL_DNS_WORLD) and
+// the addresses it answers with are redirected to it; a resolver listed
+// beside it is an error naming its path. "resolvers": neither.
+TEST(PolicyWorld, ASynthesizingWorldTakesEveryQueryAndItsAddresses)
+{
+	std::string rule = R"({"action": "redirect", "cidr": "203.0.113.0/24", "to": "world"})";
+	Policy p = parse_ok(doc(rule));
+	auto c = compile_policy(p, 1);
+	ASSERT_TRUE(c.compiled);
+	EXPECT_TRUE(c.compiled->dns.flags & AL_DNS_WORLD);
+	ASSERT_EQ(p.rules.size(), 2u);
+	EXPECT_EQ(describe(p.rules[1]), "redirect 198.18.0.0/15 to world");
+
+	Policy r = parse_ok(doc(rule, R"(, "world": {"dns": "resolvers"}, "dns": {"resolvers": ["10.0.0.53"]})"));
+	auto rc = compile_policy(r, 1);
+	ASSERT_TRUE(rc.compiled);
+	EXPECT_FALSE(rc.compiled->dns.flags & AL_DNS_WORLD);
+	EXPECT_EQ(r.rules.size(), 1u);
+
+	EXPECT_EQ(errors_of(doc(rule, R"(, "dns": {"resolvers": ["10.0.0.53"]})")),
+		  Lines{"p.json: dns/resolvers: not used: world.dns is \"synthesize\" (the world answers every query); "
+			"remove them, or set world.dns to \"resolvers\""});
 }
 
 // A redirect to the world whose DNS is synthesized lets no query leave for

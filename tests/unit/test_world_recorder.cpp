@@ -24,6 +24,7 @@
 #include <functional>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/openssl_hello.h"
+#include "proxy/records.h"
 #include "proxy/world.h"
 #include "util/fd.h"
 
@@ -140,6 +142,23 @@ std::optional<std::pair<int, uint16_t>> listen_on(const char* addr)
 	uint16_t port = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
 				 : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
 	return std::make_pair(fd, port);
+}
+
+// A UDP socket bound to 127.0.0.1:0 and its port.
+std::optional<std::pair<int, uint16_t>> udp_on_loopback()
+{
+	int u = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	if (u < 0 || ::bind(u, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+	    ::getsockname(u, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+		if (u >= 0)
+			::close(u);
+		return std::nullopt;
+	}
+	return std::make_pair(u, ntohs(a.sin_port));
 }
 
 // A raw client of 127.0.0.1:port.
@@ -522,16 +541,10 @@ TEST_F(WorldRecorderTest, AConnectionWithNoOriginIsClosedUnrecorded)
 // sender has no origin is dropped unrecorded. Python sends them.
 TEST_F(WorldRecorderTest, EachDatagramIsARecordByItsSendersOrigin)
 {
-	int u = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	ASSERT_GE(u, 0);
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t len = sizeof(a);
-	ASSERT_EQ(::bind(u, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-	ASSERT_EQ(::getsockname(u, reinterpret_cast<sockaddr*>(&a), &len), 0);
-	int port = ntohs(a.sin_port);
-	options_.udp_fds = {u};
+	auto udp = udp_on_loopback();
+	ASSERT_TRUE(udp);
+	int port = udp->second;
+	options_.udp_fds = {udp->first};
 	// Known: datagrams from port 40001; any other sender has no origin.
 	options_.datagram_origin = [this](int fd, const sockaddr* from, socklen_t) -> std::optional<Origin> {
 		EXPECT_GE(fd, 0);
@@ -578,6 +591,108 @@ TEST_F(WorldRecorderTest, EachDatagramIsARecordByItsSendersOrigin)
 	EXPECT_EQ(st.unknown, 1u);
 	EXPECT_EQ(st.records_written, 2u);
 	EXPECT_EQ(st.bytes_in, 14u + 200u + 17u);
+}
+
+// world.dns "synthesize": dig's queries, over UDP and TCP, to a resolver's
+// address are answered with one address of 198.18.0.0/15 per name (the
+// same for the same name in another case), AAAA with no data, PTR of a
+// bound address with its name; each query is a record; a datagram that is
+// not a query is recorded, not answered; a later connection to a bound
+// address carries the name.
+TEST_F(WorldRecorderTest, TheWorldAnswersDnsAndLaterRecordsCarryTheName)
+{
+	auto udp = udp_on_loopback();
+	ASSERT_TRUE(udp);
+	std::string uport = std::to_string(udp->second);
+	options_.udp_fds = {udp->first};
+	Origin resolver;
+	resolver.addr = *parse_address("10.0.0.53");
+	resolver.port = 53;
+	resolver.protocol = 17;
+	resolver.rule = AL_RULE_NONE;
+	options_.datagram_origin = [&](int, const sockaddr*, socklen_t) -> std::optional<Origin> { return resolver; };
+	Origin tcp_origin = resolver;
+	tcp_origin.protocol = 6;
+	lookup_ = [&](int) -> std::optional<Origin> { return tcp_origin; };
+	start();
+
+	auto dig = [&](std::vector<std::string> args) {
+		std::vector<std::string> argv = {"dig", "@127.0.0.1", "-p", uport, "+short", "+tries=1", "+time=5"};
+		argv.insert(argv.end(), args.begin(), args.end());
+		return run(argv);
+	};
+	EXPECT_EQ(dig({"api.example.com", "A"}).out, "198.18.0.1\n");
+	EXPECT_EQ(dig({"other.example", "A"}).out, "198.18.0.2\n");
+	EXPECT_EQ(dig({"API.Example.COM", "A"}).out, "198.18.0.1\n");
+	EXPECT_EQ(dig({"api.example.com", "AAAA"}).out, "");
+	EXPECT_EQ(dig({"-x", "198.18.0.2"}).out, "other.example.\n");
+	Ran full = run({"dig", "@127.0.0.1", "-p", uport, "+tries=1", "+time=5", "-x", "198.18.9.9"});
+	EXPECT_NE(full.out.find("status: NXDOMAIN"), std::string::npos) << full.out;
+	// Over TCP, to the listener, as a redirected TCP query reaches it.
+	Ran t = run({"dig", "@127.0.0.1", "-p", std::to_string(port_), "+tcp", "+short", "+tries=1", "+time=5",
+		     "tcp.example", "A"});
+	EXPECT_EQ(t.out, "198.18.0.3\n");
+	// A datagram that is not a query (a response, QR set): recorded only.
+	std::string py = fmt::format(
+		"import socket\n"
+		"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+		"s.sendto(bytes([0x12, 0x34, 0x81, 0x80]) + bytes(8) + b'hidden', ('127.0.0.1', {}))\n",
+		uport);
+	ASSERT_EQ(run({"python3", "-c", py}).status, 0);
+	ASSERT_TRUE(eventually([&] { return lines().size() == 8; })) << lines().size();
+	// A connection to a bound address: its record has the name.
+	tcp_origin.addr = *parse_address("198.18.0.1");
+	tcp_origin.port = 80;
+	tcp_origin.rule = 0;
+	Ran c = curl({url("/v1")});
+	EXPECT_EQ(c.out, "airlock world: recorded\n|200");
+	stop();
+
+	auto got = lines();
+	ASSERT_EQ(got.size(), 9u);
+	EXPECT_EQ(keys(got[0]), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "bytes_in",
+							   "query", "qtype", "rcode", "answer"}));
+	EXPECT_EQ(got[0]["kind"], "dns");
+	EXPECT_EQ(got[0]["dst"], "10.0.0.53");
+	EXPECT_EQ(got[0]["port"], 53);
+	EXPECT_EQ(got[0]["protocol"], "udp");
+	EXPECT_EQ(got[0]["query"], "api.example.com");
+	EXPECT_EQ(got[0]["qtype"], "A");
+	EXPECT_EQ(got[0]["rcode"], "NOERROR");
+	EXPECT_EQ(got[0]["answer"], "198.18.0.1");
+	EXPECT_EQ(got[2]["query"], "API.Example.COM");
+	EXPECT_EQ(got[2]["answer"], "198.18.0.1");
+	EXPECT_EQ(got[3]["qtype"], "AAAA");
+	EXPECT_EQ(got[3]["rcode"], "NOERROR");
+	EXPECT_FALSE(got[3].contains("answer"));
+	EXPECT_EQ(got[4]["query"], "2.0.18.198.in-addr.arpa");
+	EXPECT_EQ(got[4]["qtype"], "PTR");
+	EXPECT_EQ(got[4]["answer"], "other.example");
+	EXPECT_EQ(got[5]["rcode"], "NXDOMAIN");
+	EXPECT_EQ(got[6]["protocol"], "tcp");
+	EXPECT_EQ(got[6]["query"], "tcp.example");
+	EXPECT_EQ(got[6]["answer"], "198.18.0.3");
+	EXPECT_EQ(got[7]["kind"], "dns");
+	EXPECT_FALSE(got[7].contains("rcode"));
+	EXPECT_EQ(got[7]["bytes_in"], 18);
+	EXPECT_EQ(got[7]["head_hex"], "123481800000000000000000" + hex("hidden"));
+	EXPECT_EQ(got[8]["kind"], "http");
+	EXPECT_EQ(got[8]["dst"], "198.18.0.1");
+	EXPECT_EQ(got[8]["name"], "api.example.com");
+	EXPECT_EQ(recorder_->stats().dns_queries, 7u);
+
+	std::istringstream in([&] {
+		std::string all;
+		for (const auto& j : got)
+			all += j.dump() + "\n";
+		return all;
+	}());
+	ShowResult table = show_records(in, "records", ShowOptions{});
+	EXPECT_TRUE(std::regex_search(table.out, std::regex(R"(dns +10\.0\.0\.53:53 +A api\.example\.com -> 198\.18\.0\.1 )")))
+		<< table.out;
+	EXPECT_NE(table.out.find("AAAA api.example.com (no data)"), std::string::npos) << table.out;
+	EXPECT_NE(table.out.find("not a query, 18 bytes"), std::string::npos) << table.out;
+	EXPECT_TRUE(std::regex_search(table.out, std::regex(R"(http +api\.example\.com:80 +GET )"))) << table.out;
 }
 
 TEST_F(WorldRecorderTest, ACannedResponseAnswersWhatItMatches)

@@ -112,6 +112,10 @@ int cmd_policy_show(const std::string& file)
 							: fmt::format("rule {}", e.value.rule));
 	}
 	const DnsPolicy& d = p.dns;
+	if (p.world && p.world->synthesize_dns) {
+		fmt::print("dns: every query (port 53, UDP and TCP, any address) answered by the world's recorder; none leaves\n");
+		return kExitOk;
+	}
 	std::string resolvers;
 	for (const auto& a : d.resolvers)
 		resolvers += (resolvers.empty() ? "" : ", ") + format_address(a);

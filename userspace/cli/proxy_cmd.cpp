@@ -87,8 +87,9 @@ void drop_privileges(const std::string& user)
 
 // What the recorder needs and nothing more: its sockets, its clock, its
 // memory, lookups in the origin map. No open, socket, connect, bind,
-// execve: the rest fails with EPERM.
-void install_seccomp()
+// execve: the rest fails with EPERM. sendto names an address only on the
+// UDP sockets (an answer to a DNS query), which are bound to lo.
+void install_seccomp(const std::vector<int>& udp_fds)
 {
 	scmp_filter_ctx ctx = ::seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	if (!ctx)
@@ -108,9 +109,12 @@ void install_seccomp()
 			rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
 	}
 	rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(bpf), 1, SCMP_A0(SCMP_CMP_EQ, BPF_MAP_LOOKUP_ELEM));
-	// Sends name no address; ioctl only sets and reads what a socket
+	// Sends name no address (but on the UDP sockets); ioctl only sets and reads what a socket
 	// needs (not TIOCSTI on a terminal); signals only to itself.
 	rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1, SCMP_A4(SCMP_CMP_EQ, 0));
+	for (int fd : udp_fds)
+		rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1,
+					 SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(fd)));
 	rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, FIONBIO));
 	rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, FIONREAD));
 	rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
@@ -203,7 +207,7 @@ int cmd_proxy(const ProxyCommand& c)
 
 	drop_privileges(c.user);
 	uid_t uid = ::getuid();  // not allowed under the filter
-	install_seccomp();
+	install_seccomp(c.udp_fds);
 	recorder.start();
 	spdlog::info("proxy of sandbox {}: recording as uid {}", c.sandbox, uid);
 	io.run();

@@ -31,6 +31,8 @@ namespace airlock::kernel {
 	X(Getpeername4, getpeername4, BPF_CGROUP_INET4_GETPEERNAME) \
 	X(Getpeername6, getpeername6, BPF_CGROUP_INET6_GETPEERNAME) \
 	X(SockOps, sockops, BPF_CGROUP_SOCK_OPS) \
+	X(Recvmsg4, recvmsg4, BPF_CGROUP_UDP4_RECVMSG) \
+	X(Recvmsg6, recvmsg6, BPF_CGROUP_UDP6_RECVMSG) \
 	/* Values of Linux 6.7's uapi, newer than the headers this builds with. */ \
 	X(ConnectUnix, connect_unix, static_cast<bpf_attach_type>(49)) /* BPF_CGROUP_UNIX_CONNECT */ \
 	X(SendmsgUnix, sendmsg_unix, static_cast<bpf_attach_type>(50)) /* BPF_CGROUP_UNIX_SENDMSG */

@@ -42,11 +42,22 @@ Fd high_dup(int fd)
 	return Fd(n);
 }
 
+// The proxy's sockets are bound to lo, the device: whatever an attacker who
+// took the proxy over sends from them (a datagram to any address, with any
+// control message) cannot leave the host. A socket bound to ::1 could
+// otherwise send to a routed IPv6 address (Linux refuses this only for
+// 127.0.0.0/8), and without CAP_NET_RAW the proxy cannot rebind it.
+bool bind_to_lo(int fd)
+{
+	static const char lo[] = "lo";
+	return ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, lo, sizeof(lo) - 1) == 0;
+}
+
 Fd listener(int family, uint16_t port)
 {
 	Fd s(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-	if (!s.valid())
-		return s;
+	if (!s.valid() || !bind_to_lo(s.get()))
+		return Fd();
 	int one = 1;
 	::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	int rc;
@@ -72,8 +83,8 @@ Fd listener(int family, uint16_t port)
 Fd datagram_socket(int family, uint16_t port)
 {
 	Fd s(::socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-	if (!s.valid())
-		return s;
+	if (!s.valid() || !bind_to_lo(s.get()))
+		return Fd();
 	int rc;
 	if (family == AF_INET) {
 		sockaddr_in a{};

@@ -180,7 +180,8 @@ void compile_dns(const Policy& p, CompiledPolicy& c, std::vector<PolicyError>& e
 {
 	const DnsPolicy& d = p.dns;
 	al_dns_policy& k = c.dns;
-	k.flags = (d.tcp ? AL_DNS_TCP : 0) | (d.edns ? AL_DNS_EDNS : 0) | (d.edns && d.edns_dnssec_ok ? AL_DNS_EDNS_DO : 0);
+	k.flags = (d.tcp ? AL_DNS_TCP : 0) | (d.edns ? AL_DNS_EDNS : 0) | (d.edns && d.edns_dnssec_ok ? AL_DNS_EDNS_DO : 0) |
+		  (p.world && p.world->synthesize_dns ? AL_DNS_WORLD : 0);
 	k.max_name_len = static_cast<uint16_t>(std::min<unsigned>(d.max_name_length, AL_DNS_NAME_MAX));
 	k.max_label_len = static_cast<uint8_t>(d.max_label_length);
 	k.min_ttl = d.min_ttl;

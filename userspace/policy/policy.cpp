@@ -920,6 +920,22 @@ public:
 		} else if (to_world) {
 			p.world = WorldPolicy{};
 		}
+		if (p.world && p.world->synthesize_dns) {
+			if (!p.dns.resolvers.empty())
+				error("dns/resolvers",
+				      "not used: world.dns is \"synthesize\" (the world answers every query); remove them, "
+				      "or set world.dns to \"resolvers\"");
+			// The addresses the world's answers give are the world's: a
+			// rule of their own, after the file's (which keep their indices).
+			Rule r;
+			r.index = p.rules.size();
+			r.action = Action::Redirect;
+			r.cidr = Cidr{*parse_address(kWorldDnsNet), kWorldDnsPrefix};
+			r.proto_mask = AL_PROTO_TCP | AL_PROTO_UDP;
+			r.redirect = RedirectTarget{};
+			r.comment = "world.dns: the addresses of the world's answers";
+			p.rules.push_back(std::move(r));
+		}
 		if (doc.contains("families"))
 			families(doc["families"], "families", p.families);
 		if (doc.contains("io_uring")) {

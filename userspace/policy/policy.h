@@ -72,6 +72,12 @@ struct WorldResponse {
 	std::string body;
 };
 
+// What the world's DNS answers with (world.dns "synthesize"): one address
+// of 198.18.0.0/15 (RFC 2544, never routed) per name. A policy that
+// synthesizes gets a rule redirecting it to the world after its own.
+inline constexpr const char* kWorldDnsNet = "198.18.0.0";
+inline constexpr uint8_t kWorldDnsPrefix = 15;
+
 // The simulated world: where records go, what DNS does, canned answers.
 struct WorldPolicy {
 	std::string records_dir = "/var/log/airlock/world";  // records: DIR/SANDBOX.jsonl

@@ -44,7 +44,8 @@ ojson head_fields(const std::string& sandbox, const char* kind, const Origin& o,
 	j["protocol"] = protocol_name(o.protocol);
 	if (!o.name.empty())
 		j["name"] = o.name;
-	j["rule"] = o.rule;
+	if (o.rule != AL_RULE_NONE)
+		j["rule"] = o.rule;
 	return j;
 }
 
@@ -201,6 +202,23 @@ std::string udp_record_line(const std::string& sandbox, const Origin& o, const U
 	return dump_line(j);
 }
 
+std::string dns_record_line(const std::string& sandbox, const Origin& o, const DnsRecord& r)
+{
+	ojson j = head_fields(sandbox, "dns", o, r.time);
+	j["bytes_in"] = r.bytes_in;
+	if (!r.query.empty())
+		j["query"] = r.query;
+	if (!r.qtype.empty())
+		j["qtype"] = r.qtype;
+	if (!r.rcode.empty())
+		j["rcode"] = r.rcode;
+	if (!r.answer.empty())
+		j["answer"] = r.answer;
+	if (!r.head.empty())
+		j["head_hex"] = hex(std::string_view(r.head).substr(0, kHeadBytes));
+	return dump_line(j);
+}
+
 std::string records_full_line(const std::string& sandbox, uint64_t max_records_bytes,
 			      std::chrono::system_clock::time_point t)
 {
@@ -328,6 +346,14 @@ std::vector<std::string> row_of(const nlohmann::json& j)
 			what += " (truncated)";
 	} else if (kind == "udp") {
 		what = num(j, "bytes_in", "?") + " bytes";
+	} else if (kind == "dns") {
+		std::string query = str(j, "query"), answer = str(j, "answer"), rcode = str(j, "rcode");
+		what = query.empty() ? (rcode.empty() ? "not a query, " + num(j, "bytes_in", "?") + " bytes" : rcode)
+				     : str(j, "qtype") + " " + query;
+		if (!answer.empty())
+			what += " -> " + answer;
+		else if (!query.empty())
+			what += rcode == "NOERROR" ? " (no data)" : " " + rcode;
 	} else if (kind == "records-full") {
 		what = "records stopped at " + num(j, "max_records_bytes", "?") + " bytes";
 	}

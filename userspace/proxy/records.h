@@ -66,6 +66,17 @@ struct UdpRecord {
 	std::string head;  // the first bytes, at most kHeadBytes
 };
 
+// A DNS query the world answered (world.dns "synthesize").
+struct DnsRecord {
+	std::chrono::system_clock::time_point time;  // received
+	uint64_t bytes_in = 0;
+	std::string query;  // the question's name, presentation form, "" none read
+	std::string qtype;  // "A", "AAAA", ..., "" none read
+	std::string rcode;  // what was answered: "NOERROR", "NXDOMAIN", ...; "" nothing (not a query)
+	std::string answer; // the address (or, for PTR, the name) answered, "" none
+	std::string head;   // the first bytes (at most kHeadBytes) of what was not a query, or a malformed one
+};
+
 inline constexpr size_t kHeadBytes = 64;
 
 // 2026-01-02T03:04:05.123Z (UTC, milliseconds; always 24 characters).
@@ -76,6 +87,7 @@ std::string rfc3339_ms(std::chrono::system_clock::time_point);
 std::string http_record_line(const std::string& sandbox, const Origin&, const HttpRecord&);
 std::string tcp_record_line(const std::string& sandbox, const Origin&, const TcpRecord&);
 std::string udp_record_line(const std::string& sandbox, const Origin&, const UdpRecord&);
+std::string dns_record_line(const std::string& sandbox, const Origin&, const DnsRecord&);
 std::string records_full_line(const std::string& sandbox, uint64_t max_records_bytes,
 			      std::chrono::system_clock::time_point);
 

@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/client_hello.h"
+#include "proxy/dns.h"
 #include "util/error.h"
 
 namespace airlock::proxy {
@@ -40,6 +41,7 @@ constexpr size_t kReadChunk = 16 * 1024;
 constexpr size_t kMaxMethod = 24;
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 constexpr std::string_view kDefaultBody = "airlock world: recorded\n";
+constexpr uint16_t kDnsPort = 53;
 
 std::string lower(std::string_view s)
 {
@@ -208,6 +210,16 @@ public:
 	void count_http() { http_requests_++; }
 	void count_tcp() { tcp_streams_++; }
 	void forget(Connection* c) { live_.erase(c); }
+	// A query to port 53 when the world synthesizes DNS.
+	bool answers_dns(const Origin& o) const { return o_.world.synthesize_dns && o.port == kDnsPort; }
+	// Answers one query (recorded); "" when there is nothing to send back.
+	std::string answer_dns(const Origin&, std::string_view query);
+	// The name bound to the origin's address, if the world's DNS gave it.
+	void name_origin(Origin& o) const
+	{
+		if (o.name.empty())
+			o.name = names_.name_of(o.addr);
+	}
 
 private:
 	void accept(size_t i);
@@ -231,12 +243,13 @@ private:
 	std::vector<std::unique_ptr<net::steady_timer>> retry_;  // an acceptor's pause after a failed accept
 	std::vector<std::unique_ptr<Datagrams>> udp_;
 	std::unordered_map<Connection*, std::shared_ptr<Connection>> live_;
+	NameTable names_;
 	bool started_ = false;
 	bool stopped_ = false;
 	error_code last_accept_error_;
 	// Read by stats() from any thread.
 	std::atomic<uint64_t> connections_{0}, unknown_{0}, refused_busy_{0}, http_requests_{0}, tcp_streams_{0},
-		datagrams_{0}, records_written_{0}, records_dropped_{0}, bytes_in_{0};
+		datagrams_{0}, records_written_{0}, records_dropped_{0}, bytes_in_{0}, dns_queries_{0};
 };
 
 // One accepted connection. A request starts with its first byte: if it
@@ -257,6 +270,10 @@ public:
 	void start()
 	{
 		begin_request(std::chrono::system_clock::now());
+		if (w_->answers_dns(origin_)) {
+			state_ = State::Dns;
+			return read();
+		}
 		process();
 	}
 
@@ -284,7 +301,7 @@ public:
 	}
 
 private:
-	enum class State { Start, Http, Responding, Tcp, Done };
+	enum class State { Start, Http, Responding, Tcp, Dns, Done };
 
 	void begin_request(std::chrono::system_clock::time_point t)
 	{
@@ -344,7 +361,13 @@ private:
 		if (expect == parser_->get().end() || !iequal(expect->value(), "100-continue"))
 			return read();
 		continue_sent_ = true;
-		out_ = "HTTP/1.1 100 Continue\r\n\r\n";
+		send_then_read("HTTP/1.1 100 Continue\r\n\r\n");
+	}
+
+	// Writes what is said, then reads on.
+	void send_then_read(std::string what)
+	{
+		out_ = std::move(what);
 		arm();
 		net::async_write(socket_, net::buffer(out_), [self = shared_from_this()](const error_code& ec, size_t) {
 			if (self->state_ == State::Done)
@@ -374,6 +397,12 @@ private:
 		conn_bytes_ += n;
 		w_->count_bytes(n);
 		std::string_view got(chunk_.data(), n);
+		if (state_ == State::Dns) {
+			in_.append(got);
+			if (ec)
+				return finish(ec == net::error::eof ? End::Eof : End::Error);
+			return dns_messages();
+		}
 		if (state_ == State::Tcp) {
 			tcp_.bytes_in += n;
 			take_head(tcp_.head, got);
@@ -395,6 +424,28 @@ private:
 		if (ec)
 			return finish(ec == net::error::eof ? End::Eof : End::Error);
 		process();
+	}
+
+	// DNS over TCP (RFC 7766): each message after its two-byte length;
+	// every whole one is answered, in order, then the connection is read on.
+	void dns_messages()
+	{
+		std::string answers;
+		while (in_.size() >= 2) {
+			size_t len = (static_cast<uint8_t>(in_[0]) << 8) | static_cast<uint8_t>(in_[1]);
+			if (in_.size() < 2 + len)
+				break;
+			std::string a = w_->answer_dns(origin_, std::string_view(in_).substr(2, len));
+			in_.erase(0, 2 + len);
+			if (a.empty())
+				continue;
+			answers.push_back(static_cast<char>(a.size() >> 8));
+			answers.push_back(static_cast<char>(a.size() & 0xff));
+			answers += a;
+		}
+		if (answers.empty())
+			return read();
+		send_then_read(std::move(answers));
 	}
 
 	static void take_head(std::string& head, std::string_view got)
@@ -621,6 +672,8 @@ WorldImpl::WorldImpl(net::io_context& io, WorldOptions o, OriginLookup lookup)
 		} else {
 			udp_.push_back(std::make_unique<Datagrams>(io_));
 			udp_.back()->socket.assign(ss.ss_family == AF_INET ? udp::v4() : udp::v6(), ufds[i], ec);
+			if (!ec)
+				udp_.back()->socket.non_blocking(true, ec);  // an answer never waits
 		}
 		if (ec) {
 			for (size_t j = i; j < ufds.size(); j++)
@@ -671,6 +724,17 @@ void WorldImpl::on_datagram(size_t i, size_t n)
 		unknown_++;
 		return;
 	}
+	if (answers_dns(*origin)) {
+		std::string a = answer_dns(*origin, std::string_view(d.buf.data(), n));
+		if (!a.empty()) {
+			// Never waits: an answer the socket has no room for is lost,
+			// as a datagram may be, and the client asks again.
+			error_code ec;
+			d.socket.send_to(net::buffer(a), d.from, 0, ec);
+		}
+		return;
+	}
+	name_origin(*origin);
 	UdpRecord r;
 	r.time = std::chrono::system_clock::now();
 	r.bytes_in = n;
@@ -723,10 +787,35 @@ void WorldImpl::on_accept(size_t i, const error_code& ec, tcp::socket s)
 		s.close(ignored);
 		return accept(i);
 	}
+	name_origin(*origin);
 	auto c = std::make_shared<Connection>(shared_from_this(), std::move(s), std::move(*origin));
 	live_.emplace(c.get(), c);
 	c->start();
 	accept(i);
+}
+
+std::string WorldImpl::answer_dns(const Origin& o, std::string_view query)
+{
+	DnsQuery q = parse_dns_query(query);
+	DnsRecord r;
+	r.time = std::chrono::system_clock::now();
+	r.bytes_in = query.size();
+	if (q.ignore || q.problem != DnsRcode::NoError)
+		r.head = std::string(query.substr(0, kHeadBytes));
+	if (q.ignore) {
+		record(dns_record_line(o_.sandbox, o, r));  // written down, not answered
+		return {};
+	}
+	dns_queries_++;
+	DnsAnswer a = answer_dns_query(q, names_);
+	if (q.problem == DnsRcode::NoError) {
+		r.query = q.name;
+		r.qtype = dns_type_name(q.qtype);
+	}
+	r.rcode = dns_rcode_name(a.rcode);
+	r.answer = a.answer;
+	record(dns_record_line(o_.sandbox, o, r));
+	return std::move(a.wire);
 }
 
 void WorldImpl::record(const std::string& line)
@@ -768,6 +857,7 @@ WorldStats WorldImpl::stats() const
 	s.http_requests = http_requests_;
 	s.tcp_streams = tcp_streams_;
 	s.datagrams = datagrams_;
+	s.dns_queries = dns_queries_;
 	s.records_written = records_written_;
 	s.records_dropped = records_dropped_;
 	s.bytes_in = bytes_in_;

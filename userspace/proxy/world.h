@@ -3,8 +3,10 @@
 // whose policy redirects to the world. It accepts the connections the
 // kernel redirected to its listeners, and the datagrams to its UDP
 // sockets, writes down what each tried (one record per HTTP request; one
-// per other TCP stream; one per datagram) and answers HTTP with the
-// policy's canned responses, or a plain 200. Nothing is forwarded.
+// per other TCP stream; one per datagram; one per DNS query) and answers
+// HTTP with the policy's canned responses, or a plain 200, and DNS, when
+// it synthesizes, with the world's addresses (proxy/dns.h). Nothing is
+// forwarded.
 //
 // One io_context, one thread, nothing blocks but the append of a record
 // line to a local file: a client that is slow, silent or hostile holds up
@@ -63,6 +65,7 @@ struct WorldStats {
 	uint64_t http_requests = 0;    // requests read (whole, or their header whole)
 	uint64_t tcp_streams = 0;      // streams recorded as "tcp"
 	uint64_t datagrams = 0;        // received, all of them (unknown included)
+	uint64_t dns_queries = 0;      // answered by the world's DNS (UDP and TCP)
 	uint64_t records_written = 0;  // http and tcp lines in the file (not the records-full line)
 	uint64_t records_dropped = 0;  // lines not written: the cap, or a failed write
 	uint64_t bytes_in = 0;         // read from every connection
