@@ -629,5 +629,55 @@ TEST_F(World, TheWorldAnswersDnsFromWhereItWasAskedAndRecordsCarryTheName)
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 }
 
+
+// TLS to the world ends in the recorder with the sandbox's CA, which
+// `airlock run` offers the command through SSL_CERT_FILE, CURL_CA_BUNDLE,
+// NODE_EXTRA_CA_CERTS and the others: curl, Python's urllib and Node's https
+// verify it (each with its default settings, the address as the name) and
+// get the world's answer; each request is recorded with "tls"; the bundle
+// holds one certificate, the CA's, and no key; nothing reaches the sink.
+TEST_F(World, TlsEndsInTheWorldWithTheSandboxsCa)
+{
+	std::string name = sandbox("tls");
+	std::string mc = env().marker("tlscurl"), mp = env().marker("tlspy"), mn = env().marker("tlsnode");
+	std::string script = fmt::format(
+		"set -e; env | grep -E '^(SSL_CERT_FILE|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE|NODE_EXTRA_CA_CERTS|GIT_SSL_CAINFO)=' "
+		"| sort; grep -c 'BEGIN CERTIFICATE' \"$SSL_CERT_FILE\"; ! grep -q PRIVATE \"$SSL_CERT_FILE\"; "
+		"curl -sS --noproxy '*' --max-time 10 -w ' curl=%{{http_code}}\\n' https://{0}/{1}; "
+		"python3 -c 'import urllib.request as u; o=u.build_opener(u.ProxyHandler({{}})); "
+		"r=o.open(\"https://[{2}]/{3}\", timeout=10); print(r.read().decode().strip(), \"python=%d\" % r.status)'; "
+		"node -e 'require(\"https\").get(\"https://{0}/{4}\", r => {{ let b=\"\"; r.on(\"data\", d => b += d); "
+		"r.on(\"end\", () => console.log(b.trim(), \"node=\" + r.statusCode)); }}).on(\"error\", e => {{ "
+		"console.log(\"node error\", e.message); process.exit(1); }})'",
+		"203.0.113.10", mc, kDenied6, mp, mn);
+	auto rr = run_in_world(name, {"/bin/sh", "-c", script}, world_policy());
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_NE(rr.r.out.find("CURL_CA_BUNDLE=/"), std::string::npos) << rr.r.out;
+	EXPECT_NE(rr.r.out.find("GIT_SSL_CAINFO=/"), std::string::npos) << rr.r.out;
+	EXPECT_NE(rr.r.out.find("NODE_EXTRA_CA_CERTS=/"), std::string::npos) << rr.r.out;
+	EXPECT_NE(rr.r.out.find("REQUESTS_CA_BUNDLE=/"), std::string::npos) << rr.r.out;
+	EXPECT_NE(rr.r.out.find("SSL_CERT_FILE=/"), std::string::npos) << rr.r.out;
+	EXPECT_NE(rr.r.out.find("\n1\n"), std::string::npos) << rr.r.out;
+	EXPECT_NE(rr.r.out.find("airlock world: recorded\n curl=200"), std::string::npos) << rr.r.out;
+	EXPECT_NE(rr.r.out.find("airlock world: recorded python=200"), std::string::npos) << rr.r.out;
+	EXPECT_NE(rr.r.out.find("airlock world: recorded node=200"), std::string::npos) << rr.r.out;
+
+	auto lines = wait_records(name, 3);
+	const std::vector<std::pair<std::string, std::string>> want = {
+		{mc, "203.0.113.10"}, {mp, kDenied6}, {mn, "203.0.113.10"}};
+	for (const auto& [marker, dst] : want) {
+		auto r = record_with(lines, "path", marker);
+		ASSERT_TRUE(r) << marker << "\n" << read_file(records(name));
+		EXPECT_EQ(r->value("kind", ""), "http");
+		EXPECT_EQ(r->value("dst", ""), dst);
+		EXPECT_EQ(r->value("port", 0), 443);
+		EXPECT_EQ(r->value("tls", false), true);
+		EXPECT_EQ(r->value("status", 0), 200);
+	}
+	for (const auto& m : {mc, mp, mn})
+		EXPECT_TRUE(NothingArrived(env(), m));
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+}
+
 }  // namespace
 }  // namespace it

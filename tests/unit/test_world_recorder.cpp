@@ -36,6 +36,7 @@
 
 #include "../common/openssl_hello.h"
 #include "proxy/records.h"
+#include "proxy/tls.h"
 #include "proxy/world.h"
 #include "util/fd.h"
 
@@ -693,6 +694,54 @@ TEST_F(WorldRecorderTest, TheWorldAnswersDnsAndLaterRecordsCarryTheName)
 	EXPECT_NE(table.out.find("AAAA api.example.com (no data)"), std::string::npos) << table.out;
 	EXPECT_NE(table.out.find("not a query, 18 bytes"), std::string::npos) << table.out;
 	EXPECT_TRUE(std::regex_search(table.out, std::regex(R"(http +api\.example\.com:80 +GET )"))) << table.out;
+}
+
+// TLS with the world's CA: curl trusting the CA's certificate gets its
+// answer over HTTPS (HTTP/1.1 chosen by ALPN though curl offers h2), and the
+// requests are recorded as any other, with "tls" and the SNI; a POST on the
+// same connection too. A client that does not trust the CA ends the
+// handshake: one tcp record with the SNI and why.
+TEST_F(WorldRecorderTest, TlsEndsInTheRecorderWithTheWorldsCa)
+{
+	WorldCa ca = make_world_ca("agent-1");
+	std::string bundle = file("ca.pem", ca.cert_pem);
+	options_.tls = std::make_shared<TlsTerminator>(ca.cert_pem, ca.key_pem);
+	origin_.port = 443;
+	start();
+	std::string base = "https://api.example.com:" + std::to_string(port_);
+	std::string resolve = "api.example.com:" + std::to_string(port_) + ":127.0.0.1";
+	Ran c = curl({"--cacert", bundle, "--resolve", resolve, "-H", "X-Agent: tls-1", base + "/v1/items",
+		      "--next", "--cacert", bundle, "--resolve", resolve, "-d", "secret=42", base + "/v1/submit"});
+	EXPECT_EQ(c.status, 0) << c.out;
+	// (--next resets -w: the second transfer prints its body alone.)
+	EXPECT_EQ(c.out, "airlock world: recorded\n|200airlock world: recorded\n");
+	Ran bad = run({"curl", "-sS", "--noproxy", "*", "--max-time", "10", "--resolve", resolve, base + "/no"});
+	EXPECT_EQ(bad.status, 60);  // the peer's certificate cannot be verified
+	auto rs = await(3);
+	ASSERT_EQ(rs.size(), 3u);
+	EXPECT_EQ(keys(rs[0]), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule", "tls",
+							  "sni", "method", "host", "path", "headers", "body_bytes",
+							  "body_truncated", "status", "duration_ms"}));
+	EXPECT_EQ(rs[0]["kind"], "http");
+	EXPECT_EQ(rs[0]["port"], 443);
+	EXPECT_EQ(rs[0]["tls"], true);
+	EXPECT_EQ(rs[0]["sni"], "api.example.com");
+	EXPECT_EQ(rs[0]["path"], "/v1/items");
+	EXPECT_EQ(rs[0]["headers"]["X-Agent"], "tls-1");
+	EXPECT_EQ(rs[1]["method"], "POST");
+	EXPECT_EQ(rs[1]["body"], "secret=42");
+	EXPECT_EQ(rs[1]["tls"], true);
+	EXPECT_EQ(rs[2]["kind"], "tcp");
+	EXPECT_EQ(rs[2]["tls"], true);
+	EXPECT_EQ(rs[2]["sni"], "api.example.com");
+	EXPECT_NE(rs[2].value("tls_error", "").find("alert"), std::string::npos) << rs[2].dump();
+	EXPECT_FALSE(rs[2].contains("decrypted"));
+	std::istringstream in(rs[0].dump() + "\n" + rs[2].dump() + "\n");
+	ShowResult table = show_records(in, "records", ShowOptions{});
+	EXPECT_TRUE(std::regex_search(table.out, std::regex(R"(https +203\.0\.113\.10:443 +GET api\.example\.com:[0-9]+/v1/items )")))
+		<< table.out;
+	EXPECT_TRUE(std::regex_search(table.out, std::regex(R"(tcp +203\.0\.113\.10:443 +[0-9]+ bytes tls sni=api\.example\.com \(.*alert)")))
+		<< table.out;
 }
 
 TEST_F(WorldRecorderTest, ACannedResponseAnswersWhatItMatches)

@@ -21,6 +21,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <openssl/crypto.h>
 #include <cerrno>
 #include <cstring>
 
@@ -29,6 +30,7 @@
 
 #include "net/address.h"
 #include "policy/policy.h"
+#include "proxy/tls.h"
 #include "proxy/world.h"
 #include "util/error.h"
 #include "util/exit_code.h"
@@ -192,6 +194,28 @@ int cmd_proxy(const ProxyCommand& c)
 	o.listen_fds = c.listen_fds;
 	o.records_fd = c.records_fd;
 	o.world = parsed.policy->world.value_or(WorldPolicy{});
+	if (c.ca_fd >= 0) {
+		// Read before the filter (OpenSSL loads its configuration here too);
+		// the key's bytes are wiped once parsed.
+		check_fd(c.ca_fd, "--ca-fd", false);
+		std::string blob;
+		char buf[4096];
+		ssize_t n;
+		off_t at = 0;
+		while ((n = ::pread(c.ca_fd, buf, sizeof(buf), at)) > 0 && blob.size() < (64u << 10)) {
+			blob.append(buf, static_cast<size_t>(n));
+			at += n;
+		}
+		::close(c.ca_fd);
+		OPENSSL_cleanse(buf, sizeof(buf));
+		try {
+			o.tls = std::make_shared<proxy::TlsTerminator>(blob, blob);
+		} catch (...) {
+			OPENSSL_cleanse(blob.data(), blob.size());
+			throw;
+		}
+		OPENSSL_cleanse(blob.data(), blob.size());
+	}
 
 	boost::asio::io_context io;
 	int origin_fd = c.origin_fd;

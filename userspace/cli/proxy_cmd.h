@@ -16,6 +16,7 @@ struct ProxyCommand {
 	int origin_fd = -1;
 	std::vector<int> listen_fds;
 	std::vector<int> udp_fds;
+	int ca_fd = -1;  // the world's CA (certificate and key, PEM), read and closed at start
 };
 
 int cmd_proxy(const ProxyCommand&);

@@ -6,8 +6,10 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
 #include "util/error.h"
@@ -129,11 +132,42 @@ std::string records_file(const Policy& p, const std::string& sandbox)
 	return dir + "/" + sandbox + ".jsonl";
 }
 
+std::string ca_bundle_file(const Paths& paths, const std::string& sandbox)
+{
+	return paths.state_dir + "/world/" + sandbox + ".ca.pem";
+}
+
 SandboxProxy::SandboxProxy(kernel::Kernel& k, const Paths& paths, const SandboxRecord& rec, const Policy& policy,
 			   ProxyOptions o)
     : k_(k), paths_(paths), rec_(rec), policy_(policy), o_(std::move(o)), records_(records_file(policy, rec.name))
 {
-	start();
+	if (policy_.world) {
+		// The world's CA: one for the sandbox's life (a restarted proxy
+		// gets the same), its key in this process's memory and the
+		// proxy's, never in a file.
+		ca_ = proxy::make_world_ca(rec_.name);
+		ca_file_ = ca_bundle_file(paths_, rec_.name);
+		// A command that runs as another user reaches the bundle: the state
+		// directory is made traversable (0711: its names are not listed).
+		struct stat st{};
+		if (::stat(paths_.state_dir.c_str(), &st) == 0)
+			::chmod(paths_.state_dir.c_str(), (st.st_mode & 07777) | 0011);
+		make_dirs(paths_.state_dir + "/world", 0755);
+		write_file_atomic(ca_file_, ca_.cert_pem, 0644);
+	}
+	try {
+		start();
+	} catch (...) {
+		forget_ca();
+		throw;
+	}
+}
+
+void SandboxProxy::forget_ca()
+{
+	OPENSSL_cleanse(ca_.key_pem.data(), ca_.key_pem.size());
+	if (!ca_file_.empty())
+		::unlink(ca_file_.c_str());
 }
 
 SandboxProxy::~SandboxProxy()
@@ -144,6 +178,7 @@ SandboxProxy::~SandboxProxy()
 		spdlog::error("{}: {}", rec_.name, e.what());
 	}
 	stop();
+	forget_ca();
 }
 
 void SandboxProxy::start()
@@ -195,6 +230,18 @@ void SandboxProxy::start()
 		socks.emplace_back(high_dup(u4.get()), "--udp-fd");
 	if (u6.valid())
 		socks.emplace_back(high_dup(u6.get()), "--udp-fd");
+	// The CA, certificate and key, in a sealed memfd numbered after the sockets.
+	Fd h_ca;
+	if (!ca_.key_pem.empty()) {
+		Fd m(::memfd_create("airlock-world-ca", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+		std::string blob = ca_.cert_pem + ca_.key_pem;
+		bool ok = m.valid() && ::write(m.get(), blob.data(), blob.size()) == static_cast<ssize_t>(blob.size()) &&
+			  ::fcntl(m.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0;
+		OPENSSL_cleanse(blob.data(), blob.size());
+		if (!ok)
+			fail_errno("hand the world's CA to the proxy of sandbox " + rec_.name);
+		h_ca = high_dup(m.get());
+	}
 	std::string policy_copy = paths_.policy_copy(rec_.name, rec_.bank);
 	std::vector<std::string> args = {"airlock",
 					  "proxy",
@@ -213,6 +260,11 @@ void SandboxProxy::start()
 	for (size_t i = 0; i < socks.size(); i++) {
 		args.emplace_back(socks[i].second);
 		args.emplace_back(std::to_string(kFirstSocketFd + static_cast<int>(i)));
+	}
+	int ca_fd = kFirstSocketFd + static_cast<int>(socks.size());
+	if (h_ca.valid()) {
+		args.emplace_back("--ca-fd");
+		args.emplace_back(std::to_string(ca_fd));
 	}
 	std::vector<char*> argv;
 	argv.reserve(args.size() + 1);
@@ -239,7 +291,9 @@ void SandboxProxy::start()
 		for (size_t i = 0; i < socks.size(); i++)
 			if (::dup2(socks[i].first.get(), kFirstSocketFd + static_cast<int>(i)) < 0)
 				::_exit(127);
-		::syscall(SYS_close_range, kFirstSocketFd + socks.size(), ~0u, 0);
+		if (h_ca.valid() && ::dup2(h_ca.get(), ca_fd) < 0)
+			::_exit(127);
+		::syscall(SYS_close_range, ca_fd + (h_ca.valid() ? 1 : 0), ~0u, 0);
 		::execv(o_.program.c_str(), argv.data());
 		::_exit(127);
 	}

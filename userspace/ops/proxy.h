@@ -14,6 +14,7 @@
 
 #include "kernel/kernel.h"
 #include "policy/policy.h"
+#include "proxy/tls.h"
 #include "sandbox/state.h"
 #include "util/fd.h"
 
@@ -21,6 +22,10 @@ namespace airlock::ops {
 
 // Does the policy need a proxy (some rule redirects or is gated by SNI)?
 bool needs_proxy(const Policy&);
+
+// The world's CA certificate, for the sandbox's command to trust:
+// STATE_DIR/world/SANDBOX.ca.pem (0644), removed with the proxy.
+std::string ca_bundle_file(const Paths&, const std::string& sandbox);
 
 // The records of a sandbox's world: DIR/SANDBOX.jsonl.
 std::string records_file(const Policy&, const std::string& sandbox);
@@ -46,6 +51,9 @@ public:
 	int pidfd() const { return pidfd_.get(); }
 	pid_t pid() const { return pid_; }
 	uint16_t port() const { return port_; }
+	// The world's CA bundle ("" without a world): what the command's
+	// SSL_CERT_FILE and the like name.
+	const std::string& ca_file() const { return ca_file_; }
 	// The proxy exited: clears the kernel entry, and starts it again unless
 	// it died too often.
 	void reap();
@@ -53,6 +61,7 @@ public:
 private:
 	void start();
 	void stop();
+	void forget_ca();
 
 	kernel::Kernel& k_;
 	Paths paths_;
@@ -60,6 +69,8 @@ private:
 	Policy policy_;
 	ProxyOptions o_;
 	std::string records_;
+	proxy::WorldCa ca_;
+	std::string ca_file_;
 	uint16_t port_ = 0;
 	pid_t pid_ = -1;
 	Fd pidfd_;

@@ -61,9 +61,10 @@ struct Child {
 // scope_abstract: what the sandbox's record says (exec into an existing
 // one); by default, what its policy says.
 Child spawn(const std::string& name, const std::string& cgroup_path, const RunOptions& o, const Policy& policy,
-	    bool existing = false, std::optional<bool> scope_abstract = std::nullopt)
+	    bool existing = false, std::optional<bool> scope_abstract = std::nullopt, std::vector<std::string> env = {})
 {
 	LaunchOptions lo = launch_options(policy);
+	lo.env = std::move(env);
 	lo.name = name;
 	lo.cgroup = cgroup_path;
 	lo.join = existing;
@@ -304,7 +305,10 @@ int run(const Paths& paths, const RunOptions& o)
 
 	Child child;
 	try {
-		child = spawn(name, rec.cgroup, o, policy);
+		std::vector<std::string> env;
+		if (proxy && !proxy->ca_file().empty())
+			env = proxy::ca_environment(proxy->ca_file());
+		child = spawn(name, rec.cgroup, o, policy, false, std::nullopt, std::move(env));
 	} catch (...) {
 		proxy.reset();
 		sup.reset();

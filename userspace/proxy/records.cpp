@@ -157,6 +157,10 @@ std::string dump_line(const ojson& j)
 std::string http_record_line(const std::string& sandbox, const Origin& o, const HttpRecord& r)
 {
 	ojson j = head_fields(sandbox, "http", o, r.time);
+	if (r.tls)
+		j["tls"] = true;
+	if (!r.sni.empty())
+		j["sni"] = r.sni;
 	j["method"] = r.method;
 	if (!r.host.empty())
 		j["host"] = r.host;
@@ -186,6 +190,10 @@ std::string tcp_record_line(const std::string& sandbox, const Origin& o, const T
 		j["tls"] = true;
 	if (!r.sni.empty())
 		j["sni"] = r.sni;
+	if (r.decrypted)
+		j["decrypted"] = true;
+	if (!r.tls_error.empty())
+		j["tls_error"] = r.tls_error;
 	j["bytes_in"] = r.bytes_in;
 	j["head_hex"] = hex(std::string_view(r.head).substr(0, kHeadBytes));
 	if (r.truncated)
@@ -316,6 +324,8 @@ std::vector<std::string> row_of(const nlohmann::json& j)
 	if (time.size() >= 23 && time[10] == 'T')
 		time = time.substr(11, 12);
 	std::string kind = str(j, "kind");
+	auto tls_flag = j.find("tls");
+	bool tls = tls_flag != j.end() && tls_flag->is_boolean() && tls_flag->get<bool>();
 	std::string dest = "-";
 	if (j.contains("dst") || j.contains("name")) {
 		std::string host = str(j, "name");
@@ -357,6 +367,12 @@ std::vector<std::string> row_of(const nlohmann::json& j)
 	} else if (kind == "records-full") {
 		what = "records stopped at " + num(j, "max_records_bytes", "?") + " bytes";
 	}
+	if (kind == "tcp" && j.contains("tls_error"))
+		what += " (" + str(j, "tls_error") + ")";
+	else if (kind == "tcp" && j.contains("decrypted"))
+		what += " decrypted";
+	if (kind == "http" && tls)
+		kind = "https";
 	return {printable(time), printable(kind), printable(dest), clip(printable(what), 100), body, status};
 }
 

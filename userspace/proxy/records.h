@@ -35,6 +35,8 @@ struct Origin {
 // One HTTP request as the recorder read it.
 struct HttpRecord {
 	std::chrono::system_clock::time_point time;  // its first byte was read (the accept, for a connection's first)
+	bool tls = false;  // it came inside a TLS connection the recorder ended
+	std::string sni;   // that connection's server_name, "" none
 	std::string method;
 	std::string host;  // the Host header as sent, "" if none
 	std::string path;  // the request target as sent
@@ -53,6 +55,10 @@ struct TcpRecord {
 	std::chrono::system_clock::time_point time;
 	bool tls = false;  // its first bytes are a well-formed TLS ClientHello
 	std::string sni;   // the ClientHello's server_name, "" none
+	// The recorder ended the TLS connection: bytes_in and head are what it
+	// carried (decrypted); tls_error: the handshake failed, why.
+	bool decrypted = false;
+	std::string tls_error;
 	uint64_t bytes_in = 0;
 	std::string head;  // the first bytes, at most kHeadBytes
 	bool truncated = false;  // the connection reached max_connection_bytes

@@ -18,11 +18,13 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/status.hpp>
 #include <boost/optional.hpp>
+#include <openssl/err.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "proxy/client_hello.h"
 #include "proxy/dns.h"
+#include "proxy/tls.h"
 #include "util/error.h"
 
 namespace airlock::proxy {
@@ -211,6 +213,7 @@ public:
 	void count_tcp() { tcp_streams_++; }
 	void forget(Connection* c) { live_.erase(c); }
 	// A query to port 53 when the world synthesizes DNS.
+	TlsTerminator* tls() const { return o_.tls.get(); }
 	bool answers_dns(const Origin& o) const { return o_.world.synthesize_dns && o.port == kDnsPort; }
 	// Answers one query (recorded); "" when there is nothing to send back.
 	std::string answer_dns(const Origin&, std::string_view query);
@@ -369,7 +372,7 @@ private:
 	{
 		out_ = std::move(what);
 		arm();
-		net::async_write(socket_, net::buffer(out_), [self = shared_from_this()](const error_code& ec, size_t) {
+		net::async_write(socket_, wire_out(), [self = shared_from_this()](const error_code& ec, size_t) {
 			if (self->state_ == State::Done)
 				return;
 			if (ec)
@@ -397,6 +400,18 @@ private:
 		conn_bytes_ += n;
 		w_->count_bytes(n);
 		std::string_view got(chunk_.data(), n);
+		if (tls_) {
+			BIO_write(SSL_get_rbio(tls_.get()), chunk_.data(), static_cast<int>(n));
+			if (!tls_up_) {
+				tcp_.bytes_in += n;
+				return handshake(ec);
+			}
+			bool closed = false;
+			got = decrypt(closed);
+			n = got.size();
+			if (closed && !ec)
+				return finish_after(got, End::Eof);
+		}
 		if (state_ == State::Dns) {
 			in_.append(got);
 			if (ec)
@@ -464,7 +479,10 @@ private:
 		tcp_start_ = req_start_;
 		tcp_.bytes_in = req_bytes_;
 		tcp_.head = req_head_;
-		hello_pending_ = from_start && !in_.empty() && in_.front() == '\x16';
+		tcp_.tls = tls_up_;
+		tcp_.decrypted = tls_up_;
+		tcp_.sni = sni_;
+		hello_pending_ = !tls_up_ && from_start && !in_.empty() && in_.front() == '\x16';
 		if (hello_pending_)
 			hello_ = in_.substr(0, kMaxClientHello);
 		in_.clear();
@@ -481,14 +499,141 @@ private:
 		if (h.status == ClientHello::Status::NeedMore && hello_.size() < kMaxClientHello)
 			return false;
 		hello_pending_ = false;
-		std::string().swap(hello_);
+		std::string hello;
+		hello.swap(hello_);
 		if (h.status != ClientHello::Status::Ok)
 			return false;
 		tcp_.tls = true;
 		if (h.has_server_name)
 			tcp_.sni = h.server_name;
-		finish(End::ClientHello);
+		if (!w_->tls()) {
+			finish(End::ClientHello);
+			return true;
+		}
+		// The recorder ends the TLS connection: the ClientHello (and all the
+		// connection sent so far) is the session's first input.
+		try {
+			tls_ = w_->tls()->session(tcp_.sni, origin_.addr);
+		} catch (const std::exception& e) {
+			tcp_.tls_error = e.what();
+			finish(End::Error);
+			return true;
+		}
+		BIO_write(SSL_get_rbio(tls_.get()), hello.data(), static_cast<int>(hello.size()));
+		handshake({});
 		return true;
+	}
+
+	// Drives the handshake with what came in; ec: how the read that brought
+	// it ended.
+	void handshake(const error_code& ec)
+	{
+		int r = SSL_do_handshake(tls_.get());
+		if (r == 1) {
+			tls_up_ = true;
+			sni_ = tcp_.sni;
+			return flush_tls([self = shared_from_this()] { self->begin_plaintext(); });
+		}
+		int err = SSL_get_error(tls_.get(), r);
+		if (err == SSL_ERROR_WANT_READ && !ec)
+			return flush_tls([self = shared_from_this()] { self->read(); });
+		tcp_.tls_error = err == SSL_ERROR_WANT_READ ? "the client closed during the handshake" : openssl_error();
+		if (tcp_.tls_error.empty())
+			tcp_.tls_error = fmt::format("handshake error {}", err);
+		// The alert, if any, then the end.
+		flush_tls([self = shared_from_this()] { self->finish(End::Error); });
+	}
+
+	// The handshake is done: what follows is read as a new connection's
+	// bytes (HTTP, or a stream), decrypted.
+	void begin_plaintext()
+	{
+		if (state_ == State::Done)
+			return;
+		tcp_ = TcpRecord{};
+		in_.clear();
+		begin_request(std::chrono::system_clock::now());
+		bool closed = false;
+		std::string_view got = decrypt(closed);
+		if (!got.empty()) {
+			in_.append(got);
+			req_bytes_ = got.size();
+			take_head(req_head_, got);
+		}
+		if (closed)
+			return finish(End::Eof);
+		process();
+	}
+
+	// Everything the session can decrypt now; closed: the client ended it.
+	std::string_view decrypt(bool& closed)
+	{
+		plain_.clear();
+		char buf[16384];
+		for (;;) {
+			int r = SSL_read(tls_.get(), buf, sizeof(buf));
+			if (r > 0) {
+				plain_.append(buf, static_cast<size_t>(r));
+				continue;
+			}
+			int err = SSL_get_error(tls_.get(), r);
+			closed = err != SSL_ERROR_WANT_READ;
+			ERR_clear_error();
+			return plain_;
+		}
+	}
+
+	// What the client sent last before it closed the session.
+	void finish_after(std::string_view got, End why)
+	{
+		if (state_ == State::Tcp) {
+			tcp_.bytes_in += got.size();
+			take_head(tcp_.head, got);
+		} else if (!got.empty()) {
+			in_.append(got);
+			req_bytes_ += got.size();
+			take_head(req_head_, got);
+		}
+		finish(why);
+	}
+
+	// Sends what the session has to send (handshake, alert), then `next`.
+	void flush_tls(std::function<void()> next)
+	{
+		tls_out_ = drain_tls();
+		if (tls_out_.empty())
+			return next();
+		arm();
+		net::async_write(socket_, net::buffer(tls_out_),
+				 [self = shared_from_this(), next = std::move(next)](const error_code& ec, size_t) {
+					 if (self->state_ == State::Done)
+						 return;
+					 if (ec)
+						 return self->finish(End::Error);
+					 next();
+				 });
+	}
+
+	std::string drain_tls()
+	{
+		std::string out;
+		BIO* w = SSL_get_wbio(tls_.get());
+		char buf[16384];
+		int n;
+		while ((n = BIO_read(w, buf, sizeof(buf))) > 0)
+			out.append(buf, static_cast<size_t>(n));
+		return out;
+	}
+
+	// out_ on the wire: encrypted inside TLS.
+	net::const_buffer wire_out()
+	{
+		if (!tls_up_)
+			return net::buffer(out_);
+		if (!out_.empty())
+			SSL_write(tls_.get(), out_.data(), static_cast<int>(out_.size()));
+		tls_out_ = drain_tls();
+		return net::buffer(tls_out_);
 	}
 
 	void complete()
@@ -534,7 +679,7 @@ private:
 			out_ += body;
 		state_ = State::Responding;
 		arm();
-		net::async_write(socket_, net::buffer(out_),
+		net::async_write(socket_, wire_out(),
 				 [self = shared_from_this(), keep_alive](const error_code& ec, size_t) {
 					 if (self->state_ == State::Done)
 						 return;
@@ -551,6 +696,8 @@ private:
 	{
 		const auto& req = parser_->get();
 		HttpRecord r;
+		r.tls = tls_up_;
+		r.sni = sni_;
 		r.time = req_time_;
 		r.method = std::string(req.method_string());
 		if (auto h = req.find(http::field::host); h != req.end())
@@ -581,6 +728,9 @@ private:
 	{
 		if (from_request) {
 			tcp_ = TcpRecord{};
+			tcp_.tls = tls_up_;
+			tcp_.decrypted = tls_up_;
+			tcp_.sni = sni_;
 			tcp_.time = req_time_;
 			tcp_start_ = req_start_;
 			tcp_.bytes_in = req_bytes_;
@@ -626,6 +776,12 @@ private:
 	TcpRecord tcp_;
 	Clock::time_point tcp_start_{};
 	bool hello_pending_ = false;
+	// TLS the recorder ends (WorldOptions::tls): the session, whether its
+	// handshake is done, the name the client asked for, and buffers.
+	SslPtr tls_;
+	bool tls_up_ = false;
+	std::string sni_;
+	std::string plain_, tls_out_;
 	std::string hello_;
 };
 

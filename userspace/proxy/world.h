@@ -36,6 +36,8 @@
 
 namespace airlock::proxy {
 
+class TlsTerminator;
+
 // Called once per accepted connection (not for one refused as busy) with
 // the accepted socket's fd; nullopt: no origin is known (the connection
 // did not come through a redirect): it is closed at once, counted as
@@ -53,6 +55,10 @@ struct WorldOptions {
 	int records_fd = -1;          // opened O_WRONLY|O_APPEND by the caller; owned from here
 	uint64_t max_records_bytes = 64ull << 20;  // the file never grows past this: records beyond are dropped, never cut
 	WorldPolicy world;                         // max_body_bytes, responses (fixtures)
+	// Ends TLS connections with the world's CA (what they carry is then
+	// recorded as any connection); null: a ClientHello is recorded and the
+	// connection closed.
+	std::shared_ptr<TlsTerminator> tls;
 	size_t max_connections = 256;              // open at once; more are accepted and closed at once, counted
 	std::chrono::milliseconds idle_timeout{30000};  // silent this long (or not reading our answer): closed, recorded
 	uint64_t max_connection_bytes = 16ull << 20;    // read of one connection, then it is closed (recorded truncated)

@@ -543,12 +543,20 @@ Launched launch(const LaunchOptions& o)
 	// The command learns where it is: inside its cgroup namespace its own
 	// cgroup reads as "/".
 	std::vector<std::string> env_store = {"AIRLOCK_SANDBOX=" + o.name, "AIRLOCK_CGROUP=" + o.cgroup};
+	env_store.insert(env_store.end(), o.env.begin(), o.env.end());
 	std::vector<char*> envp;
 	envp.reserve(env_store.size() + 1);
 	for (auto& e : env_store)
 		envp.push_back(e.data());
+	// The environment's own, but for the names set above.
+	auto overridden = [&](const char* e) {
+		for (const auto& s : env_store)
+			if (std::strncmp(e, s.c_str(), s.find('=') + 1) == 0)
+				return true;
+		return false;
+	};
 	for (char** e = environ; *e; e++)
-		if (std::strncmp(*e, "AIRLOCK_SANDBOX=", 16) != 0 && std::strncmp(*e, "AIRLOCK_CGROUP=", 15) != 0)
+		if (!overridden(*e))
 			envp.push_back(*e);
 	envp.push_back(nullptr);
 	plan.argv = argv.data();

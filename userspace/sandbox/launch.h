@@ -29,6 +29,9 @@ struct LaunchOptions {
 	// cgroup.procs instead of being cloned into it.
 	bool join = false;
 	std::vector<std::string> command;
+	// NAME=VALUE set for the command, over airlock's own environment (the
+	// world's CA bundle, say).
+	std::vector<std::string> env;
 	std::string user;  // USER[:GROUP] or UID[:GID]; empty: airlock's own
 	// Keeps every capability, and the host's mount and PID namespaces.
 	bool keep_caps = false;
