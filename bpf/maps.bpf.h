@@ -245,11 +245,20 @@ struct {
 	__type(value, __u32);
 } al_proxy_port SEC(".maps");
 
-struct {
+/* One origin table per sandbox with a proxy: a sandbox that files many
+ * origins evicts only its own. */
+struct al_origin_table {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, AL_ORIGINS_MAX);
-	__type(key, struct al_origin_key);
-	__type(value, struct al_origin);
+	__uint(max_entries, AL_ORIGINS_PER_SANDBOX);
+	__uint(key_size, sizeof(struct al_origin_key));
+	__uint(value_size, sizeof(struct al_origin));
+} al_origin_template SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, AL_MAX_SANDBOXES);
+	__type(key, __u32);
+	__array(values, struct al_origin_table);
 } al_origin SEC(".maps");
 
 struct {

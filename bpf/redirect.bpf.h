@@ -147,16 +147,25 @@ static __always_inline int al_loopback_elsewhere(const struct __sk_buff *skb, co
 
 /* A redirected datagram as it leaves: its origin is filed under its
  * source address and port, which is what the proxy receives it from. */
+static __always_inline void *al_origin_table_of(__u32 slot)
+{
+	return bpf_map_lookup_elem(&al_origin, &slot);
+}
+
 static __always_inline void al_file_datagram(const struct al_sk_origin *so, const struct al_dest *dst)
 {
 	struct al_origin_key key = {};
+	void *table = al_origin_table_of(so->origin.slot);
+
+	if (!table)
+		return;
 
 	key.netns_cookie = so->netns_cookie;
 	key.family = dst->family;
 	key.port = dst->sport;
 	key.protocol = IPPROTO_UDP;
 	__builtin_memcpy(key.addr, dst->saddr, sizeof(key.addr));
-	bpf_map_update_elem(&al_origin, &key, &so->origin, BPF_ANY);
+	bpf_map_update_elem(table, &key, &so->origin, BPF_ANY);
 }
 
 /* Egress: a packet to the proxy's port passes only from a redirected
@@ -235,7 +244,8 @@ static __always_inline void al_file_origin(struct bpf_sock_ops *skops)
 			__builtin_memcpy(key.addr, a, 16);
 		}
 	}
-	if (bpf_map_update_elem(&al_origin, &key, &so->origin, BPF_ANY) == 0)
+	void *table = al_origin_table_of(so->origin.slot);
+	if (table && bpf_map_update_elem(table, &key, &so->origin, BPF_ANY) == 0)
 		so->flags |= AL_SK_FILED;
 }
 

@@ -66,7 +66,7 @@
 	X(config) X(sandboxes) X(rules) X(latch) X(counters) X(flood) X(rings) \
 	X(rcu_sync) X(rcu_inner) X(names) X(dns) X(dns_state) X(pending) X(learned) \
 	X(unix_exact) X(unix_prefix) X(unix_bound) X(unix_binding) X(proxy) X(proxy_port) X(origin) X(sk_origin) \
-	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template)
+	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template) X(origin_template)
 /* Per-CPU working memory of the programs, never pinned: only the programs
  * use it. The loader fails to compile if a map of the object is in neither
  * list, or a listed map is not in the object. */
@@ -459,7 +459,9 @@ enum al_sk_origin_flag {
 	AL_SK_FILED = 1u << 1,      /* al_origin has its entry: remove it on close */
 };
 
-/* Map "al_origin", LRU hash: the client end of a redirected connection, as
+/* Map "al_origin", array of maps indexed by slot, one LRU hash per sandbox
+ * with a proxy (made with it, of al_origin_template's shape; the proxy reads
+ * its own, read-only): the client end of a redirected connection, as
  * the proxy sees it from the socket it accepted (TCP, filed by sockops as
  * the connection starts) or from the datagram it received (UDP, filed at
  * egress as each datagram leaves: the latest datagram's) -> al_origin. An
@@ -472,7 +474,7 @@ struct al_origin_key {
 	__u8 pad;
 	__u8 addr[16];     /* the client's address */
 };
-#define AL_ORIGINS_MAX 65536
+#define AL_ORIGINS_PER_SANDBOX 16384
 
 /* Map "al_latch", array indexed by slot. Nonzero: quarantined since then. */
 struct al_latch {

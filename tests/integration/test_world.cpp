@@ -679,5 +679,55 @@ TEST_F(World, TlsEndsInTheWorldWithTheSandboxsCa)
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 }
 
+
+// Each world sandbox has its own origin table: another world sandbox that
+// files 40,000 origins (datagrams from as many loopback addresses and
+// ports, more than a table holds) evicts only its own. The first sandbox's
+// connection waits in its stopped proxy's backlog meanwhile, and is
+// recorded and answered once the proxy runs again (one table shared by
+// both fails it: the connection is refused for want of an origin).
+TEST_F(World, AnotherSandboxCannotEvictAWorldSandboxsOrigins)
+{
+	std::string a = sandbox("held"), b = sandbox("flood");
+	std::string start = env().path("held-start"), connected = env().path("held-connected"),
+		    go = env().path("held-go");
+	std::string marker = env().marker("held");
+	RunSpec s;
+	s.policy = env().write_policy(a + ".json", world_policy());
+	s.name = a;
+	s.cmd = env().py("held_request.py", {start, connected, go, dest4(kDenied4, 80), marker});
+	Proc& held = env().start_run(s);
+	std::smatch sm;
+	std::regex re("proxy ([0-9]+) on 127\\.0\\.0\\.1:");
+	std::string err;
+	ASSERT_TRUE(wait_until(
+		[&] {
+			err = held.err();
+			return std::regex_search(err, sm, re);
+		},
+		10s))
+		<< held.err();
+	pid_t proxy = std::stoi(sm[1]);
+	ASSERT_EQ(::kill(proxy, SIGSTOP), 0);
+	write_file(start, "go");
+	bool ok = wait_until([&] { return std::filesystem::exists(connected); }, 15s);
+	if (ok) {
+		RunSpec f;
+		f.policy = env().write_policy(b + ".json", world_policy());
+		f.name = b;
+		f.cmd = env().py("origin_flood.py", {"40000", dest4("203.0.113.11", 9)});
+		RunResult fr = env().run(f, 120s);
+		EXPECT_EQ(fr.r.status, 0) << fr.describe();
+		EXPECT_NE(fr.r.out.find("\"sent\":40000"), std::string::npos) << fr.r.out;
+	}
+	::kill(proxy, SIGCONT);
+	write_file(go, "go");
+	ASSERT_TRUE(ok) << held.describe();
+	ASSERT_EQ(held.wait(30s), std::optional<int>(0)) << held.describe();
+	EXPECT_NE(held.out().find("\"status\":200"), std::string::npos) << held.describe();
+	EXPECT_TRUE(record_with(read_json_lines(records(a)), "path", marker)) << read_file(records(a));
+	EXPECT_TRUE(NothingArrived(env(), marker));
+}
+
 }  // namespace
 }  // namespace it

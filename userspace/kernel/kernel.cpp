@@ -428,19 +428,6 @@ al_proxy Kernel::proxy(uint32_t slot) const
 	return px;
 }
 
-Fd Kernel::origin_map_readonly() const
-{
-	struct bpf_map_info info = {};
-	__u32 len = sizeof(info);
-	if (bpf_obj_get_info_by_fd(maps_.origin.get(), &info, &len) != 0)
-		fail_errno("read the origin map's id");
-	LIBBPF_OPTS(bpf_get_fd_by_id_opts, opts, .open_flags = BPF_F_RDONLY);
-	int fd = bpf_map_get_fd_by_id_opts(info.id, &opts);
-	if (fd < 0)
-		fail_errno("open the origin map read-only");
-	return Fd(fd);
-}
-
 al_counters Kernel::counters(uint32_t slot) const
 {
 	std::vector<al_counters> per(ncpus());
@@ -539,6 +526,30 @@ void Kernel::create_unix_table(uint32_t slot)
 {
 	std::string what = fmt::format("the bound-name table of slot {}", slot);
 	install(maps_.unix_bound.get(), slot, create_like(maps_.unix_bound_template.get(), "al_ubound", what), what);
+}
+
+void Kernel::create_origin_table(uint32_t slot)
+{
+	std::string what = fmt::format("the origin table of slot {}", slot);
+	install(maps_.origin.get(), slot, create_like(maps_.origin_template.get(), "al_origin", what), what);
+}
+
+void Kernel::delete_origin_table(uint32_t slot)
+{
+	if (bpf_map_delete_elem(maps_.origin.get(), &slot) != 0 && errno != ENOENT)
+		fail_errno(fmt::format("remove the origin table of slot {}", slot));
+}
+
+Fd Kernel::origin_table_readonly(uint32_t slot) const
+{
+	uint32_t id = 0;
+	if (bpf_map_lookup_elem(maps_.origin.get(), &slot, &id) != 0 || id == 0)
+		fail_errno(fmt::format("find the origin table of slot {}", slot));
+	LIBBPF_OPTS(bpf_get_fd_by_id_opts, opts, .open_flags = BPF_F_RDONLY);
+	int fd = bpf_map_get_fd_by_id_opts(id, &opts);
+	if (fd < 0)
+		fail_errno(fmt::format("open the origin table of slot {} read-only", slot));
+	return Fd(fd);
 }
 
 void Kernel::delete_unix_table(uint32_t slot)

@@ -137,9 +137,12 @@ public:
 	// closed).
 	void set_proxy(uint32_t slot, const al_proxy& px);
 	al_proxy proxy(uint32_t slot) const;
-	// The origins of redirected connections, for the proxy: a read-only
-	// descriptor of the map.
-	Fd origin_map_readonly() const;
+	// The origins of a slot's redirected connections: its own table, made
+	// with its proxy and removed with it; for the proxy, a read-only
+	// descriptor of it.
+	void create_origin_table(uint32_t slot);
+	void delete_origin_table(uint32_t slot);
+	Fd origin_table_readonly(uint32_t slot) const;
 
 	// Attach a program to a cgroup with a bpf_link and pin the link.
 	void attach_and_pin(Prog p, int cgroup_fd, const std::string& pin_path);

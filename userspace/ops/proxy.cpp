@@ -155,10 +155,12 @@ SandboxProxy::SandboxProxy(kernel::Kernel& k, const Paths& paths, const SandboxR
 		make_dirs(paths_.state_dir + "/world", 0755);
 		write_file_atomic(ca_file_, ca_.cert_pem, 0644);
 	}
+	k_.create_origin_table(rec_.slot);
 	try {
 		start();
 	} catch (...) {
 		forget_ca();
+		k_.delete_origin_table(rec_.slot);
 		throw;
 	}
 }
@@ -179,6 +181,11 @@ SandboxProxy::~SandboxProxy()
 	}
 	stop();
 	forget_ca();
+	try {
+		k_.delete_origin_table(rec_.slot);
+	} catch (const std::exception& e) {
+		spdlog::error("{}: {}", rec_.name, e.what());
+	}
 }
 
 void SandboxProxy::start()
@@ -214,7 +221,7 @@ void SandboxProxy::start()
 	Fd records(::open(records_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640));
 	if (!records.valid())
 		fail_errno("open the world's records " + records_);
-	Fd origin = k_.origin_map_readonly();
+	Fd origin = k_.origin_table_readonly(rec_.slot);
 
 	// Everything the child needs, made before it exists: between fork and
 	// exec it only moves descriptors.

@@ -52,9 +52,9 @@ void add_ext(X509* cert, X509* issuer, int nid, const char* value)
 	X509_EXTENSION_free(ext);
 }
 
-// A certificate for `key`, named `cn`, signed by issuer_key (itself when
-// issuer is null), valid from an hour ago for `seconds`.
-X509Ptr new_cert(EVP_PKEY* key, const std::string& cn, X509* issuer, EVP_PKEY* issuer_key, long seconds)
+// A certificate for `key`, named `cn`, issued by `issuer` (itself when
+// null; signed by the caller), valid from an hour ago for `seconds`.
+X509Ptr new_cert(EVP_PKEY* key, const std::string& cn, X509* issuer, long seconds)
 {
 	X509Ptr c(X509_new());
 	if (!c)
@@ -124,7 +124,7 @@ WorldCa make_world_ca(const std::string& sandbox, int days)
 {
 	EVP_PKEY* key = new_key();
 	std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> k(key, EVP_PKEY_free);
-	X509Ptr c = new_cert(key, "airlock world CA for " + sandbox, nullptr, key, 86400L * days);
+	X509Ptr c = new_cert(key, "airlock world CA for " + sandbox, nullptr, 86400L * days);
 	add_ext(c.get(), c.get(), NID_basic_constraints, "critical,CA:TRUE,pathlen:0");
 	add_ext(c.get(), c.get(), NID_key_usage, "critical,keyCertSign,cRLSign");
 	add_ext(c.get(), c.get(), NID_subject_key_identifier, "hash");
@@ -190,7 +190,7 @@ std::shared_ptr<TlsTerminator::Leaf> TlsTerminator::leaf_for(const std::string& 
 	if (leaves_.size() >= kMaxLeaves)
 		leaves_.clear();
 	auto leaf = std::make_shared<Leaf>();
-	leaf->cert = new_cert(leaf_key_, key, ca_, ca_key_, 7 * 86400L);
+	leaf->cert = new_cert(leaf_key_, key, ca_, 7 * 86400L);
 	add_ext(leaf->cert.get(), ca_, NID_basic_constraints, "critical,CA:FALSE");
 	add_ext(leaf->cert.get(), ca_, NID_key_usage, "critical,digitalSignature");
 	add_ext(leaf->cert.get(), ca_, NID_ext_key_usage, "serverAuth");

@@ -164,6 +164,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 		save_record(paths, r);
 		k.clear_latch(slot);
 		k.set_proxy(slot, al_proxy{});
+		k.delete_origin_table(slot);
 		k.reset_counters(slot);
 		k.delete_rules(policy_id_of(slot, 0));
 		k.delete_rules(policy_id_of(slot, 1));
@@ -242,6 +243,7 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 	k.delete_dns_tables(r.slot);
 	k.delete_unix_table(r.slot);
 	k.set_proxy(r.slot, al_proxy{});
+	k.delete_origin_table(r.slot);
 	k.clear_latch(r.slot);
 	if (!r.attached)
 		cgroup::remove(r.cgroup);
