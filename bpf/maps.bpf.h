@@ -268,6 +268,20 @@ struct {
 	__type(value, struct al_sk_origin);
 } al_sk_origin SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AL_BUDGETS_MAX);
+	__type(key, struct al_budget_key);
+	__type(value, struct al_budget);
+} al_budget SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct al_sk_budget);
+} al_sk_budget SEC(".maps");
+
 /* Updating an array-of-maps slot from user space waits for an RCU grace
  * period, i.e. for every program that might still hold an old policy id:
  * the agent does it between switching a sandbox's policy and deleting the

@@ -7,11 +7,11 @@ set -euo pipefail
 RUN_PACKAGES=(
   build-essential cmake pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev prometheus-cpp-dev libboost1.81-dev libsystemd-dev
-  libseccomp-dev help2man iproute2 util-linux procps python3 curl
+  libseccomp-dev libssl-dev help2man iproute2 util-linux procps python3 curl
 )
 TEST_PACKAGES=(
-  clang-14 clang-tidy libclang-rt-14-dev libgtest-dev libgmock-dev liburing-dev libssl-dev bash-completion
-  bind9-dnsutils dnsmasq-base iodine dns2tcp prometheus podman runc yamllint
+  clang-14 clang-tidy libclang-rt-14-dev libgtest-dev libgmock-dev liburing-dev bash-completion
+  bind9-dnsutils dnsmasq-base iodine dns2tcp prometheus podman runc yamllint nftables
   qemu-system-x86 busybox-static cpio
 )
 case "${1:-all}" in

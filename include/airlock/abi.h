@@ -66,6 +66,7 @@
 	X(config) X(sandboxes) X(rules) X(latch) X(counters) X(flood) X(rings) \
 	X(rcu_sync) X(rcu_inner) X(names) X(dns) X(dns_state) X(pending) X(learned) \
 	X(unix_exact) X(unix_prefix) X(unix_bound) X(unix_binding) X(proxy) X(proxy_port) X(origin) X(sk_origin) \
+	X(budget) X(sk_budget) \
 	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template) X(origin_template)
 /* Per-CPU working memory of the programs, never pinned: only the programs
  * use it. The loader fails to compile if a map of the object is in neither
@@ -167,11 +168,12 @@ enum al_verdict {
 	X(AL_REASON_PROXY_PORT, 34, "proxy-port")         /* the proxy's listener named directly, not through a redirect */ \
 	X(AL_REASON_REDIRECT_UDP, 35, "redirect-udp")     /* UDP to a destination the proxy takes over TCP only: refused, no violation */ \
 	X(AL_REASON_NOT_REDIRECTED, 36, "not-redirected") /* egress: a packet to a redirected destination from a socket that was not redirected */ \
-	X(AL_REASON_LOOPBACK_DEV, 37, "loopback-dev") /* egress: a packet to a loopback address leaving through another device */
+	X(AL_REASON_LOOPBACK_DEV, 37, "loopback-dev") /* egress: a packet to a loopback address leaving through another device */ \
+	X(AL_REASON_BUDGET, 38, "budget")             /* a rule's egress byte budget is spent: the packet that crossed it, later connects */
 
 enum al_reason {
 	AL_REASONS(AL_ENUMERATOR)
-	AL_REASON_MAX = 38,
+	AL_REASON_MAX = 39,
 };
 
 /* Where a BPF helper call failed: al_counters.helper_errors[site]. A packet
@@ -476,6 +478,27 @@ struct al_origin_key {
 };
 #define AL_ORIGINS_PER_SANDBOX 16384
 
+/* Map "al_budget", hash: (slot, rule) -> the rule's egress byte budget and
+ * what its destinations received: TCP payload once (a retransmission is
+ * not counted again), UDP payload. */
+struct al_budget_key {
+	__u32 slot;
+	__u16 rule;
+	__u16 pad;
+};
+struct al_budget {
+	__u64 limit; /* bytes */
+	__u64 used;  /* bytes counted; past limit: spent */
+};
+#define AL_BUDGETS_MAX 4096
+
+/* Map "al_sk_budget", socket storage of a TCP socket a budget counts: the
+ * sequence number after the last payload byte counted. */
+struct al_sk_budget {
+	__u32 next_seq;
+	__u32 started;
+};
+
 /* Map "al_latch", array indexed by slot. Nonzero: quarantined since then. */
 struct al_latch {
 	__u64 violated_ns; /* bpf_ktime_get_ns() of the violation that set it */
@@ -593,6 +616,9 @@ AL_STATIC_ASSERT(sizeof(struct al_rule_set) == 8 + 8 * AL_MAX_RANGES, "al_rule_s
 AL_STATIC_ASSERT(sizeof(struct al_latch) == 16, "al_latch layout");
 AL_STATIC_ASSERT(sizeof(struct al_proxy) == 24, "al_proxy layout");
 AL_STATIC_ASSERT(sizeof(struct al_origin) == 32, "al_origin layout");
+AL_STATIC_ASSERT(sizeof(struct al_budget_key) == 8, "al_budget_key layout");
+AL_STATIC_ASSERT(sizeof(struct al_budget) == 16, "al_budget layout");
+AL_STATIC_ASSERT(sizeof(struct al_sk_budget) == 8, "al_sk_budget layout");
 AL_STATIC_ASSERT(sizeof(struct al_sk_origin) == 48, "al_sk_origin layout");
 AL_STATIC_ASSERT(sizeof(struct al_origin_key) == 32, "al_origin_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==

@@ -234,7 +234,7 @@ TEST(PolicyWorld, QueriesLeaveOnlyWhereTheWorldDoesNotAnswerThem)
 
 // Where a policy is enforced (run, attach, create, reload), what it relies on
 // that is not enforced yet refuses the whole policy, each rule named; a
-// redirect to the world is enforced.
+// redirect to the world and a byte budget are enforced.
 TEST(PolicyWorld, APolicyThatReliesOnWhatIsNotEnforcedYetIsRefusedWhereItWouldBeEnforced)
 {
 	std::string dir = ::testing::TempDir() + "/airlock-world-" + std::to_string(::getpid());
@@ -250,10 +250,11 @@ TEST(PolicyWorld, APolicyThatReliesOnWhatIsNotEnforcedYetIsRefusedWhereItWouldBe
 	EXPECT_EQ(loaded.rejection().lines,
 		  (Lines{file + ": rules/2/to: a redirect to HOST:PORT is not enforced by this version of airlock "
 				"(\"world\" is)",
-			 file + ": rules/3/tls: the SNI gate is not enforced by this version of airlock",
-			 file + ": rules/3/budget: byte budgets are not enforced by this version of airlock"}));
-	// The bundled world policy is enforced as it is.
+			 file + ": rules/3/tls: the SNI gate is not enforced by this version of airlock"}));
+	// The bundled world policy is enforced as it is; so is a budget.
 	EXPECT_TRUE(load_policy(std::string(AIRLOCK_SOURCE_DIR) + "/policies/eval-world.json"));
+	std::ofstream(file, std::ios::trunc) << doc(R"({"action": "allow", "domain": "a.com", "budget": {"egress_bytes": 10}})");
+	EXPECT_TRUE(load_policy(file));
 	std::filesystem::remove_all(dir);
 }
 

@@ -552,6 +552,38 @@ Fd Kernel::origin_table_readonly(uint32_t slot) const
 	return Fd(fd);
 }
 
+void Kernel::set_budgets(uint32_t slot, const std::vector<std::pair<uint16_t, uint64_t>>& want, bool keep)
+{
+	std::map<uint16_t, uint64_t> limits(want.begin(), want.end());
+	for_each_key<al_budget_key>(maps_.budget.get(), [&](const al_budget_key& k) {
+		if (k.slot == slot && !limits.count(k.rule))
+			bpf_map_delete_elem(maps_.budget.get(), &k);
+	});
+	for (const auto& [rule, limit] : limits) {
+		al_budget_key k{};
+		k.slot = slot;
+		k.rule = rule;
+		al_budget v{};
+		if (keep && bpf_map_lookup_elem(maps_.budget.get(), &k, &v) == 0 && v.limit == limit)
+			continue;
+		v = al_budget{limit, 0};
+		if (bpf_map_update_elem(maps_.budget.get(), &k, &v, BPF_ANY) != 0)
+			fail_errno(fmt::format("set the byte budget of rule {} of slot {}", rule, slot));
+	}
+}
+
+std::vector<Kernel::Budget> Kernel::budgets(uint32_t slot) const
+{
+	std::vector<Budget> out;
+	for_each_key<al_budget_key>(maps_.budget.get(), [&](const al_budget_key& k) {
+		al_budget v{};
+		if (k.slot == slot && bpf_map_lookup_elem(maps_.budget.get(), &k, &v) == 0)
+			out.push_back({k.rule, v.limit, v.used});
+	});
+	std::sort(out.begin(), out.end(), [](const Budget& a, const Budget& b) { return a.rule < b.rule; });
+	return out;
+}
+
 void Kernel::delete_unix_table(uint32_t slot)
 {
 	if (bpf_map_delete_elem(maps_.unix_bound.get(), &slot) != 0 && errno != ENOENT)

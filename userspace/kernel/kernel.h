@@ -141,6 +141,15 @@ public:
 	// with its proxy and removed with it; for the proxy, a read-only
 	// descriptor of it.
 	void create_origin_table(uint32_t slot);
+	// A slot's byte budgets, (rule, limit): every other entry of the slot is
+	// removed; keep: an entry whose rule has the same limit keeps its count
+	// (a reload), else counts start at 0.
+	void set_budgets(uint32_t slot, const std::vector<std::pair<uint16_t, uint64_t>>& budgets, bool keep);
+	struct Budget {
+		uint16_t rule;
+		uint64_t limit, used;
+	};
+	std::vector<Budget> budgets(uint32_t slot) const;
 	void delete_origin_table(uint32_t slot);
 	Fd origin_table_readonly(uint32_t slot) const;
 

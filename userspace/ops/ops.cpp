@@ -106,6 +106,14 @@ json dns_json_of(const al_counters& c, size_t learned, size_t learned_live)
 		{"learned_entries", learned}};
 }
 
+json budgets_json(const std::vector<kernel::Kernel::Budget>& budgets)
+{
+	json out = json::array();
+	for (const auto& b : budgets)
+		out.push_back({{"rule", b.rule}, {"limit_bytes", b.limit}, {"used_bytes", b.used}, {"spent", b.used > b.limit}});
+	return out;
+}
+
 // "docker-4f2a.scope" -> "docker-4f2a.scope"; what is not a sandbox name
 // asks for --name.
 std::string default_name(const std::string& cgroup_path)
@@ -214,6 +222,7 @@ json status(const Paths& paths)
 			  {"created", r.created},
 			  {"counters", counters_json(counters)},
 			  {"dns", dns_json_of(counters, learned.size(), live)},
+			  {"budgets", budgets_json(k->budgets(r.slot))},
 			  {"unix", unix_coverage(*k, r)}};
 		out["sandboxes"].push_back(s);
 	}

@@ -38,6 +38,8 @@ struct CompiledPolicy {
 	uint32_t sandbox_flags = 0;  // al_sandbox_flag (AL_SB_LOG_ALLOWED is the runner's)
 	uint8_t on_violation = AL_ON_VIOLATION_DENY;
 	uint64_t families = 0;  // al_sandbox.families
+	// Allow rules' egress byte budgets: (rule index, bytes).
+	std::vector<std::pair<uint16_t, uint64_t>> budgets;
 };
 
 struct CompileResult {

@@ -80,9 +80,8 @@ Result<Policy> load_policy(const std::string& file)
 	// Compile once for the errors only the compiler finds (kernel limits).
 	if (auto c = compile_policy(*res.policy, 1); !c.compiled)
 		return Rejection{lines_of(c.errors)};
-	// Redirects to a simulator of the operator's, the SNI gate and byte
-	// budgets are read by `policy check` and `policy show`, but not
-	// enforced yet: a policy that relies on them is refused rather than
+	// Redirects to a simulator of the operator's and the SNI gate are read
+	// by `policy check` and `policy show`, but not enforced yet: a policy that relies on them is refused rather than
 	// enforced without.
 	std::vector<PolicyError> unenforced;
 	for (const auto& r : res.policy->rules) {
@@ -92,8 +91,6 @@ Result<Policy> load_policy(const std::string& file)
 					      "a redirect to HOST:PORT is not enforced by this version of airlock (\"world\" is)"});
 		if (r.tls_sni_require)
 			unenforced.push_back({file, at + "/tls", "the SNI gate is not enforced by this version of airlock"});
-		if (r.budget_egress_bytes)
-			unenforced.push_back({file, at + "/budget", "byte budgets are not enforced by this version of airlock"});
 	}
 	if (!unenforced.empty())
 		return Rejection{lines_of(unenforced)};
@@ -172,6 +169,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 		k.create_dns_tables(slot);
 		k.create_unix_table(slot);
 		k.install_rules(compiled, policy_id_of(slot, 0));
+		k.set_budgets(slot, compiled.budgets, false);
 		k.put_sandbox(r.cgroup_id, entry_for(slot, policy_id_of(slot, 0), compiled, r));
 		k.set_level_mask(k.config().level_mask | (1u << r.level));
 
@@ -212,6 +210,7 @@ void reload_sandbox(kernel::Kernel& k, const Paths& paths, SandboxRecord& r, con
 		fail("sandbox '{}' has no kernel entry (cgroup {})", r.name, r.cgroup_id);
 	k.delete_rules(new_id);
 	k.install_rules(compiled, new_id);
+	k.set_budgets(r.slot, compiled.budgets, true);
 	k.put_sandbox(r.cgroup_id, entry_for(r.slot, new_id, compiled, r));
 	k.wait_for_readers();
 	k.delete_rules(old_id);
@@ -244,6 +243,7 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 	k.delete_unix_table(r.slot);
 	k.set_proxy(r.slot, al_proxy{});
 	k.delete_origin_table(r.slot);
+	k.set_budgets(r.slot, {}, false);
 	k.clear_latch(r.slot);
 	if (!r.attached)
 		cgroup::remove(r.cgroup);
