@@ -744,6 +744,44 @@ TEST_F(WorldRecorderTest, TlsEndsInTheRecorderWithTheWorldsCa)
 		<< table.out;
 }
 
+// A name past the 64 bytes a certificate's CN may hold, from a CA of a
+// sandbox whose name is 63 characters: the certificate names it in its
+// subjectAltName and curl verifies it. A request that Python sends with a
+// close_notify right after it is read, answered and recorded as a request.
+TEST_F(WorldRecorderTest, LongNamesAndARequestFollowedByCloseNotify)
+{
+	WorldCa ca = make_world_ca(std::string(63, 's'));
+	std::string bundle = file("ca.pem", ca.cert_pem);
+	options_.tls = std::make_shared<TlsTerminator>(ca.cert_pem, ca.key_pem);
+	origin_.port = 443;
+	start();
+	std::string name = std::string(60, 'a') + ".example.com";
+	std::string base = "https://" + name + ":" + std::to_string(port_);
+	Ran c = curl({"--cacert", bundle, "--resolve", name + ":" + std::to_string(port_) + ":127.0.0.1", base + "/long"});
+	EXPECT_EQ(c.out, "airlock world: recorded\n|200") << c.status;
+	std::string py = fmt::format(
+		"import socket, ssl\n"
+		"ctx = ssl.create_default_context(cafile='{}')\n"
+		"s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {})), server_hostname='api.example.com')\n"
+		"s.settimeout(5)\n"
+		"s.sendall(b'POST /closing HTTP/1.1\\r\\nHost: api.example.com\\r\\nContent-Length: 6\\r\\n\\r\\nsecret')\n"
+		"try:\n"
+		"    s.unwrap()\n"
+		"except (OSError, ssl.SSLError):\n"
+		"    pass\n",
+		bundle, port_);
+	Ran r = run({"python3", "-c", py});
+	EXPECT_EQ(r.status, 0);
+	auto rs = await(2);
+	ASSERT_EQ(rs.size(), 2u);
+	EXPECT_EQ(rs[0]["sni"], name);
+	EXPECT_EQ(rs[0]["path"], "/long");
+	EXPECT_EQ(rs[1]["kind"], "http");
+	EXPECT_EQ(rs[1]["path"], "/closing");
+	EXPECT_EQ(rs[1]["body"], "secret");
+	EXPECT_EQ(rs[1]["status"], 200);
+}
+
 TEST_F(WorldRecorderTest, ACannedResponseAnswersWhatItMatches)
 {
 	WorldResponse r;

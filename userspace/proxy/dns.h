@@ -54,7 +54,9 @@ std::string dns_rcode_name(DnsRcode);
 class NameTable {
 public:
 	explicit NameTable(size_t capacity = kDefaultCapacity);
-	static constexpr size_t kDefaultCapacity = 65536;
+	// A name is at most 1,020 characters here (255 bytes, each \DDD): at
+	// most about 33 MB for the table, kept twice.
+	static constexpr size_t kDefaultCapacity = 16384;
 	static constexpr size_t kMaxCapacity = (size_t(1) << 17) - 2;  // 198.18.0.1 - 198.19.255.254
 
 	Address bind(std::string_view name);  // its address (a new one for a name not bound)

@@ -118,6 +118,7 @@ public:
 	void close() { fd_.reset(); }
 
 	uint64_t size() const { return size_; }
+	bool full() const { return full_; }  // the records-full line is behind us: every line is dropped
 	uint64_t written() const { return written_; }
 	uint64_t dropped() const { return dropped_; }
 

@@ -124,7 +124,12 @@ WorldCa make_world_ca(const std::string& sandbox, int days)
 {
 	EVP_PKEY* key = new_key();
 	std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> k(key, EVP_PKEY_free);
-	X509Ptr c = new_cert(key, "airlock world CA for " + sandbox, nullptr, 86400L * days);
+	// A CN is at most 64 bytes: the sandbox's name (up to 63) goes in O.
+	X509Ptr c = new_cert(key, "airlock world CA", nullptr, 86400L * days);
+	if (!X509_NAME_add_entry_by_txt(X509_get_subject_name(c.get()), "O", MBSTRING_UTF8,
+					reinterpret_cast<const unsigned char*>(sandbox.c_str()), -1, -1, 0) ||
+	    !X509_set_issuer_name(c.get(), X509_get_subject_name(c.get())))
+		ssl_fail("name the world's CA");
 	add_ext(c.get(), c.get(), NID_basic_constraints, "critical,CA:TRUE,pathlen:0");
 	add_ext(c.get(), c.get(), NID_key_usage, "critical,keyCertSign,cRLSign");
 	add_ext(c.get(), c.get(), NID_subject_key_identifier, "hash");
@@ -190,7 +195,8 @@ std::shared_ptr<TlsTerminator::Leaf> TlsTerminator::leaf_for(const std::string& 
 	if (leaves_.size() >= kMaxLeaves)
 		leaves_.clear();
 	auto leaf = std::make_shared<Leaf>();
-	leaf->cert = new_cert(leaf_key_, key, ca_, 7 * 86400L);
+	// The name is the subjectAltName's (a CN holds at most 64 bytes).
+	leaf->cert = new_cert(leaf_key_, "airlock world", ca_, 7 * 86400L);
 	add_ext(leaf->cert.get(), ca_, NID_basic_constraints, "critical,CA:FALSE");
 	add_ext(leaf->cert.get(), ca_, NID_key_usage, "critical,digitalSignature");
 	add_ext(leaf->cert.get(), ca_, NID_ext_key_usage, "serverAuth");

@@ -44,6 +44,7 @@ constexpr size_t kMaxMethod = 24;
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 constexpr std::string_view kDefaultBody = "airlock world: recorded\n";
 constexpr uint16_t kDnsPort = 53;
+constexpr size_t kMaxTlsPending = 64 * 1024;  // bytes a TLS session may hold to send
 
 std::string lower(std::string_view s)
 {
@@ -409,8 +410,12 @@ private:
 			bool closed = false;
 			got = decrypt(closed);
 			n = got.size();
-			if (closed && !ec)
-				return finish_after(got, End::Eof);
+			// What the session wants to send back (alerts to a renegotiation,
+			// say) goes out with the next answer; a client that makes it
+			// pile up is closed. A close_notify ends nothing here: what came
+			// before it is read as any request, and the socket's EOF ends it.
+			if (BIO_ctrl_pending(SSL_get_wbio(tls_.get())) > kMaxTlsPending)
+				return finish(End::Error);
 		}
 		if (state_ == State::Dns) {
 			in_.append(got);
@@ -446,18 +451,20 @@ private:
 	void dns_messages()
 	{
 		std::string answers;
-		while (in_.size() >= 2) {
-			size_t len = (static_cast<uint8_t>(in_[0]) << 8) | static_cast<uint8_t>(in_[1]);
-			if (in_.size() < 2 + len)
+		size_t at = 0;
+		while (in_.size() - at >= 2) {
+			size_t len = (static_cast<uint8_t>(in_[at]) << 8) | static_cast<uint8_t>(in_[at + 1]);
+			if (in_.size() - at < 2 + len)
 				break;
-			std::string a = w_->answer_dns(origin_, std::string_view(in_).substr(2, len));
-			in_.erase(0, 2 + len);
+			std::string a = w_->answer_dns(origin_, std::string_view(in_).substr(at + 2, len));
+			at += 2 + len;
 			if (a.empty())
 				continue;
 			answers.push_back(static_cast<char>(a.size() >> 8));
 			answers.push_back(static_cast<char>(a.size() & 0xff));
 			answers += a;
 		}
+		in_.erase(0, at);
 		if (answers.empty())
 			return read();
 		send_then_read(std::move(answers));
@@ -560,8 +567,7 @@ private:
 			req_bytes_ = got.size();
 			take_head(req_head_, got);
 		}
-		if (closed)
-			return finish(End::Eof);
+		(void)closed;  // the socket's EOF ends the connection
 		process();
 	}
 
@@ -581,20 +587,6 @@ private:
 			ERR_clear_error();
 			return plain_;
 		}
-	}
-
-	// What the client sent last before it closed the session.
-	void finish_after(std::string_view got, End why)
-	{
-		if (state_ == State::Tcp) {
-			tcp_.bytes_in += got.size();
-			take_head(tcp_.head, got);
-		} else if (!got.empty()) {
-			in_.append(got);
-			req_bytes_ += got.size();
-			take_head(req_head_, got);
-		}
-		finish(why);
 	}
 
 	// Sends what the session has to send (handshake, alert), then `next`.
@@ -953,13 +945,20 @@ void WorldImpl::on_accept(size_t i, const error_code& ec, tcp::socket s)
 std::string WorldImpl::answer_dns(const Origin& o, std::string_view query)
 {
 	DnsQuery q = parse_dns_query(query);
+	// Once the records file is full, a record is not even formatted.
+	auto note = [&](const DnsRecord& r) {
+		if (records_.full())
+			records_dropped_++;
+		else
+			record(dns_record_line(o_.sandbox, o, r));
+	};
 	DnsRecord r;
 	r.time = std::chrono::system_clock::now();
 	r.bytes_in = query.size();
 	if (q.ignore || q.problem != DnsRcode::NoError)
 		r.head = std::string(query.substr(0, kHeadBytes));
 	if (q.ignore) {
-		record(dns_record_line(o_.sandbox, o, r));  // written down, not answered
+		note(r);  // written down, not answered
 		return {};
 	}
 	dns_queries_++;
@@ -970,7 +969,7 @@ std::string WorldImpl::answer_dns(const Origin& o, std::string_view query)
 	}
 	r.rcode = dns_rcode_name(a.rcode);
 	r.answer = a.answer;
-	record(dns_record_line(o_.sandbox, o, r));
+	note(r);
 	return std::move(a.wire);
 }
 
