@@ -329,7 +329,7 @@ int al_egress(struct __sk_buff *skb)
 			d.quiet = (sb->flags & AL_SB_AUDIT) && !d.dns &&
 				  (dst.protocol == IPPROTO_TCP || dst.protocol == IPPROTO_UDP);
 			if (!d.dns)
-				al_budget_egress(skb, sb->slot, &dst, &d);
+				al_budget_egress(skb, sb, &dst, &d);
 		}
 		verdict = al_finish(AL_HOOK_EGRESS, sb, c, cgid, &dst, &d, s);
 		if (s)

@@ -14,11 +14,13 @@
 #include <bpf/bpf_endian.h>
 #include "events.bpf.h"
 
-static __always_inline struct al_budget *al_budget_of(__u32 slot, const struct al_decision *d)
+/* The budget of the rule that allowed this, if it has one. Sandboxes
+ * without budgets (most) never look: connects and packets are hot. */
+static __always_inline struct al_budget *al_budget_of(const struct al_sandbox *sb, const struct al_decision *d)
 {
-	struct al_budget_key k = { .slot = slot, .rule = d->rule };
+	struct al_budget_key k = { .slot = sb->slot, .rule = d->rule };
 
-	if (d->verdict != AL_VERDICT_ALLOW || d->rule == AL_RULE_NONE ||
+	if (!(sb->flags & AL_SB_BUDGETS) || d->verdict != AL_VERDICT_ALLOW || d->rule == AL_RULE_NONE ||
 	    (d->reason != AL_REASON_RULE_ALLOW && d->reason != AL_REASON_LEARNED))
 		return 0;
 	return bpf_map_lookup_elem(&al_budget, &k);
@@ -30,9 +32,9 @@ static __always_inline int al_budget_spent(const struct al_budget *b)
 }
 
 /* connect, sendmsg: a spent budget's destinations are refused. */
-static __always_inline void al_budget_connect(__u32 slot, struct al_decision *d)
+static __always_inline void al_budget_connect(const struct al_sandbox *sb, struct al_decision *d)
 {
-	struct al_budget *b = al_budget_of(slot, d);
+	struct al_budget *b = al_budget_of(sb, d);
 
 	if (b && al_budget_spent(b)) {
 		d->verdict = AL_VERDICT_DENY;
@@ -77,10 +79,10 @@ static __always_inline __u32 al_tcp_new_bytes(struct __sk_buff *skb, const struc
 }
 
 /* egress, after the rules allowed the packet. */
-static __always_inline void al_budget_egress(struct __sk_buff *skb, __u32 slot, const struct al_dest *dst,
-					     struct al_decision *d)
+static __always_inline void al_budget_egress(struct __sk_buff *skb, const struct al_sandbox *sb,
+					     const struct al_dest *dst, struct al_decision *d)
 {
-	struct al_budget *b = al_budget_of(slot, d);
+	struct al_budget *b = al_budget_of(sb, d);
 	__u64 n = 0, used;
 
 	if (!b)

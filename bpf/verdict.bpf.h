@@ -355,7 +355,7 @@ static __always_inline int al_decide_task(__u8 hook, const struct al_dest *dst, 
 	if (al_latched(sb->slot))
 		return al_quarantined(hook, c);
 	al_decide_dest(sb, dst, hook, &d);
-	al_budget_connect(sb->slot, &d);
+	al_budget_connect(sb, &d);
 	if (ctx) {
 		/* UDP that no rule takes, to where TCP is redirected (QUIC, say):
 		 * refused, not a violation, so that the client falls back to TCP. */

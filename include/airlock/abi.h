@@ -210,6 +210,9 @@ enum al_sandbox_flag {
 	/* Every process of the sandbox is under Landlock's abstract-unix scope:
 	 * the kernel lets an abstract connect reach only sockets bound inside. */
 	AL_SB_ABSTRACT_SCOPED = 1u << 3,
+	/* Some allow rule has a byte budget: only then do connects and packets
+	 * look al_budget up. */
+	AL_SB_BUDGETS = 1u << 4,
 };
 
 /* Map "al_config", array of one. */

@@ -28,6 +28,19 @@ def emit(obj):
     sys.stdout.flush()
 
 
+def http_answer(s):
+    """Reads an HTTP answer to its end (the server closes): (status or None, body)."""
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split(b" ")
+    return (int(status[1]) if len(status) > 1 and status[1].isdigit() else None), body
+
+
 def parse_dest(s):
     """'10.77.0.2:9000', '[fd77::2]:9000' or '[::ffff:10.77.0.3]:9000' -> (family, host, port)."""
     if s.startswith("["):

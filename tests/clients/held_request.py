@@ -30,14 +30,7 @@ def main():
             out["error"] = "no go"
             return alclient.emit(out)
         s.sendall(("GET /%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (marker, host)).encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        line = data.split(b"\r\n", 1)[0].split(b" ")
-        out["status"] = int(line[1]) if len(line) > 1 and line[1].isdigit() else None
+        out["status"] = alclient.http_answer(s)[0]
         out["ok"] = out["status"] is not None
     except OSError as e:
         out["error"] = alclient.errname(e)

@@ -30,16 +30,8 @@ def request(dest, marker, timeout=5.0):
         hostname = "[%s]" % host if fam == socket.AF_INET6 else host
         req = "GET /world/%s HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n" % (marker, hostname, port)
         s.sendall(req.encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        head, _, body = data.partition(b"\r\n\r\n")
-        status = head.split(b"\r\n", 1)[0].split(b" ")
-        r.update(ok=True, errno=None, status=int(status[1]) if len(status) > 1 else None,
-                 body=body.decode("utf-8", "replace"))
+        status, body = alclient.http_answer(s)
+        r.update(ok=True, errno=None, status=status, body=body.decode("utf-8", "replace"))
     except OSError as e:
         r.update(ok=False, stage="request", errno=alclient.errname(e))
     finally:

@@ -382,8 +382,10 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 		// A ping socket may exist if any destination, by address or by name, may be pinged.
 		if (r.action == Action::Allow && (r.proto_mask & AL_PROTO_ICMP))
 			c.sandbox_flags |= AL_SB_ALLOW_ICMP;
-		if (r.action == Action::Allow && r.budget_egress_bytes)
+		if (r.action == Action::Allow && r.budget_egress_bytes) {
 			c.budgets.emplace_back(static_cast<uint16_t>(r.index), *r.budget_egress_bytes);
+			c.sandbox_flags |= AL_SB_BUDGETS;
+		}
 		if (r.cidr)
 			cidr_rules.push_back(&r);  // domain rules: compile_names
 	}
