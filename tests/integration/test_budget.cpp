@@ -47,6 +47,8 @@ protected:
 		return n;
 	}
 
+	void spent_budget_refuses(const std::string& user);
+
 	uint64_t retransmitted_segments()
 	{
 		Result r = env().in_client({"nstat", "-az", "TcpRetransSegs"});
@@ -140,11 +142,22 @@ TEST_F(Budget, RetransmissionsAreCountedOnce)
 // budget, goes through.
 TEST_F(Budget, ASpentBudgetRefusesTheRulesConnects)
 {
-	std::string name = sandbox("spent"), m1 = env().marker("budget-first"), m2 = env().marker("budget-after"),
-		    m3 = env().marker("budget-other");
+	// As uid 0, then as nobody.
+	for (const std::string user : {"", "nobody"}) {
+		SCOPED_TRACE(user.empty() ? "uid 0" : user);
+		spent_budget_refuses(user);
+	}
+}
+
+void Budget::spent_budget_refuses(const std::string& user)
+{
+	std::string tag = user.empty() ? "root" : user;
+	std::string name = sandbox("spent-" + tag), m1 = env().marker("budget-first-" + tag),
+		    m2 = env().marker("budget-after-" + tag), m3 = env().marker("budget-other-" + tag);
 	RunSpec s;
 	s.policy = env().write_policy(name + ".json", budget_policy(1000, "deny"));
 	s.name = name;
+	s.user = user;
 	s.cmd = env().py("upload.py", {"--timeout", "3", dest4(kAllowed4, kPortLo + 7), m1, "5000",
 				       dest4(kAllowed4, kPortLo + 8), m2, "10", dest6(kAllowed6, kPortLo + 9), m3, "10"});
 	RunResult rr = env().run(s, 40s);

@@ -546,22 +546,28 @@ TEST_F(World, AnotherSandboxsProxyIsNotReachable)
 	json other = base_policy("it-other");
 	other["rules"].push_back({{"action", "allow"}, {"cidr", "127.0.0.0/8"}});
 	other["rules"].push_back({{"action", "allow"}, {"cidr", "::1/128"}});
-	std::string m4 = env().marker("other4"), m6 = env().marker("other6");
-	RunSpec o;
-	o.policy = env().write_policy(b + ".json", other);
-	o.name = b;
-	o.cmd = env().py("tcp_send.py", {dest4("127.0.0.1", port), m4, dest6("::1", port), m6});
-	RunResult rr = env().run(o, 30s);
+	// The other sandbox's command as uid 0, then as nobody.
+	std::vector<RunResult> runs;
+	for (const std::string user : {"", "nobody"}) {
+		std::string tag = user.empty() ? "root" : user;
+		std::string m4 = env().marker("other4-" + tag), m6 = env().marker("other6-" + tag);
+		RunSpec o;
+		o.policy = env().write_policy(b + tag + ".json", other);
+		o.name = b + "-" + tag;
+		o.user = user;
+		o.cmd = env().py("tcp_send.py", {dest4("127.0.0.1", port), m4, dest6("::1", port), m6});
+		RunResult rr = env().run(o, 30s);
+		EXPECT_EQ(rr.r.status, 0) << rr.describe();
+		for (const auto& m : {m4, m6}) {
+			json r = ResultFor(rr, m);
+			EXPECT_EQ(r.value("ok", true), false) << rr.describe();
+			EXPECT_EQ(r["errno"], json("EPERM")) << rr.describe();
+		}
+		EXPECT_TRUE(Logged(env().audit(), Violation("connect4", "proxy-port", "127.0.0.1", port), o.name)) << tag;
+		EXPECT_TRUE(Logged(env().audit(), Violation("connect6", "proxy-port", "::1", port), o.name)) << tag;
+	}
 	write_file(go, "go");
 	ASSERT_EQ(owner.wait(20s), std::optional<int>(0)) << owner.describe();
-	ASSERT_EQ(rr.r.status, 0) << rr.describe();
-	for (const auto& m : {m4, m6}) {
-		json r = ResultFor(rr, m);
-		EXPECT_EQ(r.value("ok", true), false) << rr.describe();
-		EXPECT_EQ(r["errno"], json("EPERM")) << rr.describe();
-	}
-	EXPECT_TRUE(Logged(env().audit(), Violation("connect4", "proxy-port", "127.0.0.1", port), b));
-	EXPECT_TRUE(Logged(env().audit(), Violation("connect6", "proxy-port", "::1", port), b));
 	EXPECT_TRUE(read_json_lines(records(a)).empty()) << read_file(records(a));
 }
 
