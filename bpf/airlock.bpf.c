@@ -330,6 +330,10 @@ int al_egress(struct __sk_buff *skb)
 				  (dst.protocol == IPPROTO_TCP || dst.protocol == IPPROTO_UDP);
 			if (!d.dns)
 				al_budget_egress(skb, sb, &dst, &d);
+		} else if (d.verdict == AL_VERDICT_ALLOW) {
+			/* What a redirected socket sends the proxy is what a gated
+			 * rule's proxy passes on: its budget counts it here. */
+			al_budget_egress(skb, sb, &dst, &d);
 		}
 		verdict = al_finish(AL_HOOK_EGRESS, sb, c, cgid, &dst, &d, s);
 		if (s)

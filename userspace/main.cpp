@@ -320,6 +320,8 @@ int main(int argc, char** argv)
 	proxyc->add_option("--records-fd", proxy_cmd.records_fd)->required();
 	proxyc->add_option("--origin-fd", proxy_cmd.origin_fd)->required();
 	proxyc->add_option("--ca-fd", proxy_cmd.ca_fd);
+	proxyc->add_option("--control-fd", proxy_cmd.control_fd);
+	proxyc->add_option("--learned-fd", proxy_cmd.learned_fd);
 	proxyc->add_option("--listen-fd", proxy_cmd.listen_fds)->required();
 	proxyc->add_option("--udp-fd", proxy_cmd.udp_fds);
 	auto* reload = app.add_subcommand("reload", "Swap a running sandbox's policy atomically");

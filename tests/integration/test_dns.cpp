@@ -1312,3 +1312,95 @@ TEST_F(Dns, CovertBitsInAllowedQueriesAreBoundedByTheBudget)
 
 }  // namespace
 }  // namespace it
+
+namespace it {
+namespace {
+
+// The SNI gate with real clients and a real TLS origin (Python's ssl, a
+// certificate for allowed.test from openssl) on port 9443 of 10.77.0.2 and fd77::2: curl,
+// resolving allowed.test through the sandbox's resolver, reaches it through
+// the proxy with its bytes intact (the page arrives, the certificate is the
+// origin's own); the same address with another name in the ClientHello
+// (curl --connect-to: evil.test fronted over allowed.test's address) is
+// denied, recorded and audited as a violation, and evil.test's request never
+// reaches the origin.
+TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
+{
+	std::string dir = env().path("tls-origin");
+	std::filesystem::create_directories(dir + "/www");
+	std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+	auto made = run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+			     "/CN=allowed.test", "-addext", "subjectAltName=DNS:allowed.test,DNS:evil.test", "-keyout", key,
+			     "-out", cert}, 30s);
+	ASSERT_EQ(made.status, 0) << made.err;
+	std::string page = env().marker("gated"), fronted = env().marker("fronted");
+	write_file(dir + "/www/" + page, page);
+	write_file(dir + "/www/" + fronted, fronted);
+	std::string server = env().write_text(
+		"tls_origin.py",
+		"import http.server, socket, ssl, sys, functools\n"
+		"class S(http.server.ThreadingHTTPServer): address_family = socket.AF_INET6\n"
+		"h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[3])\n"
+		"s = S(('::', 9443), h)\n"
+		"c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])\n"
+		"s.socket = c.wrap_socket(s.socket, server_side=True)\n"
+		"print('serving', flush=True)\n"
+		"s.serve_forever()\n");
+	Proc& origin = env().start({"ip", "netns", "exec", env().topo->sink_ns, python(), "-u", server, cert, key,
+				    dir + "/www"},
+				   "tls-origin");
+	ASSERT_TRUE(wait_until([&] { return origin.out().find("serving") != std::string::npos || !origin.running(); },
+			       10s, 10ms));
+	ASSERT_TRUE(origin.running()) << origin.describe();
+
+	json p = standard_dns_policy("it-sni-gate");
+	p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9443})},
+			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+	std::string policy = env().write_policy("sni-gate.json", p);
+	std::string name = sandbox("sni");
+	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
+	struct Cleanup {
+		std::string f;
+		~Cleanup() { std::filesystem::remove(f); }
+	} cleanup{records};
+	DnsWorld& w = world();
+	auto rr = sandboxed(
+		name, policy,
+		Sequence({w.exec("pass", {"curl", "-sS", "--max-time", "5", "--cacert", cert,
+					  "https://allowed.test:9443/" + page}),
+			  w.exec("front", {"curl", "-sS", "--max-time", "5", "--cacert", cert, "--connect-to",
+					   "evil.test:9443:allowed.test:9443", "https://evil.test:9443/" + fronted})}));
+	json pass = result(rr, "pass"), front = result(rr, "front");
+	EXPECT_EQ(pass.value("status", -1), 0) << pass.dump();
+	EXPECT_EQ(pass.value("out", ""), page) << pass.dump();
+	EXPECT_NE(front.value("status", 0), 0) << front.dump();
+	EXPECT_EQ(front.value("out", ""), "") << front.dump();
+	EXPECT_EQ(origin.err().find("/" + fronted), std::string::npos) << origin.err();
+	EXPECT_NE(origin.err().find("GET /" + page), std::string::npos) << origin.err();
+
+	std::optional<json> passed, denied;
+	for (const auto& j : read_json_lines(records)) {
+		if (j.value("kind", "") == "sni" && j.value("verdict", "") == "pass")
+			passed = j;
+		if (j.value("kind", "") == "sni" && j.value("verdict", "") == "deny")
+			denied = j;
+	}
+	ASSERT_TRUE(passed) << read_file(records);
+	EXPECT_EQ(passed->value("sni", ""), "allowed.test");
+	EXPECT_TRUE(passed->value("dst", "") == kAllowed4 || passed->value("dst", "") == kAllowed6) << passed->dump();
+	EXPECT_EQ(passed->value("port", 0), 9443);
+	EXPECT_GT(passed->value("bytes_out", 0u), 0u);
+	EXPECT_GT(passed->value("bytes_back", 0u), 0u);
+	ASSERT_TRUE(denied) << read_file(records);
+	EXPECT_EQ(denied->value("sni", ""), "evil.test");
+	EXPECT_EQ(denied->value("reason", ""), "'evil.test' is not allowed.test of rule 3");
+	EXPECT_EQ(denied->value("bytes_out", 1u), 0u);
+	size_t audited = 0;
+	for (const auto& j : read_json_lines(env().audit_path()))
+		if (j.value("event", "") == "sni-gate" && j.value("sni", "") == "evil.test" && j.value("violation", false))
+			audited++;
+	EXPECT_EQ(audited, 1u) << dump_lines(env().audit());
+}
+
+}  // namespace
+}  // namespace it

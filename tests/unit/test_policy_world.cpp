@@ -125,6 +125,28 @@ TEST(PolicyWorld, TheWorldBlock)
 			 "p.json: world/responses/0/headers/X-B: expected a string, got an integer"}));
 }
 
+// A gated allow rule is a redirect in the kernel, for TCP only: its
+// connects go to the proxy, its UDP (QUIC) is not taken, and its name's
+// queries still leave for the real resolvers.
+TEST(PolicyWorld, AGatedRuleIsARedirectOfTcpInTheKernel)
+{
+	Policy p = parse_ok(doc(R"({"action": "allow", "domain": "pypi.org", "ports": [443], "protocol": "tcp",
+				    "tls": {"sni": "require"}},
+				    {"action": "allow", "domain": "example.org", "ports": [443], "protocol": "tcp"})"));
+	auto c = compile_policy(p, 1);
+	ASSERT_TRUE(c.compiled);
+	EXPECT_EQ(reference_name_decision(p, "pypi.org", 443, AL_PROTO_TCP), (KernelDecision{false, 0, true}));
+	EXPECT_EQ(reference_name_decision(p, "example.org", 443, AL_PROTO_TCP), (KernelDecision{true, 1, false}));
+	const al_rule_set* rs = kernel_name_lookup(*c.compiled, "pypi.org");
+	ASSERT_NE(rs, nullptr);
+	ASSERT_EQ(rs->count, 1u);
+	EXPECT_EQ(rs->ranges[0].action, AL_ACTION_REDIRECT);
+	EXPECT_EQ(rs->ranges[0].proto_mask, AL_PROTO_TCP);
+	EXPECT_EQ(rs->ranges[0].port_lo, 443);
+	EXPECT_EQ(rs->ranges[0].port_hi, 443);
+	EXPECT_TRUE(rs->flags & AL_RS_QUERY) << "the gate needs the name's real addresses";
+}
+
 TEST(PolicyWorld, TlsAndBudgetOnAllowRules)
 {
 	Policy p = parse_ok(doc(R"({"action": "allow", "domain": "pypi.org", "ports": [443], "protocol": "tcp",
@@ -234,7 +256,7 @@ TEST(PolicyWorld, QueriesLeaveOnlyWhereTheWorldDoesNotAnswerThem)
 
 // Where a policy is enforced (run, attach, create, reload), what it relies on
 // that is not enforced yet refuses the whole policy, each rule named; a
-// redirect to the world and a byte budget are enforced.
+// redirect to the world, the SNI gate and a byte budget are enforced.
 TEST(PolicyWorld, APolicyThatReliesOnWhatIsNotEnforcedYetIsRefusedWhereItWouldBeEnforced)
 {
 	std::string dir = ::testing::TempDir() + "/airlock-world-" + std::to_string(::getpid());
@@ -249,11 +271,13 @@ TEST(PolicyWorld, APolicyThatReliesOnWhatIsNotEnforcedYetIsRefusedWhereItWouldBe
 	ASSERT_FALSE(loaded);
 	EXPECT_EQ(loaded.rejection().lines,
 		  (Lines{file + ": rules/2/to: a redirect to HOST:PORT is not enforced by this version of airlock "
-				"(\"world\" is)",
-			 file + ": rules/3/tls: the SNI gate is not enforced by this version of airlock"}));
+				"(\"world\" is)"}));
 	// The bundled world policy is enforced as it is; so is a budget.
 	EXPECT_TRUE(load_policy(std::string(AIRLOCK_SOURCE_DIR) + "/policies/eval-world.json"));
 	std::ofstream(file, std::ios::trunc) << doc(R"({"action": "allow", "domain": "a.com", "budget": {"egress_bytes": 10}})");
+	EXPECT_TRUE(load_policy(file));
+	std::ofstream(file, std::ios::trunc) << doc(
+		R"({"action": "allow", "domain": "a.com", "protocol": "tcp", "tls": {"sni": "require"}})");
 	EXPECT_TRUE(load_policy(file));
 	std::filesystem::remove_all(dir);
 }

@@ -20,16 +20,21 @@
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <openssl/crypto.h>
 #include <cerrno>
 #include <cstring>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "net/address.h"
 #include "policy/policy.h"
+#include "policy/dnsname.h"
+#include "proxy/gate_channel.h"
 #include "proxy/tls.h"
 #include "proxy/world.h"
 #include "util/error.h"
@@ -128,11 +133,9 @@ void install_seccomp(const std::vector<int>& udp_fds)
 		fail("seccomp filter: {}", std::strerror(-rc));
 }
 
-// Where a client meant to go: its address and port as the proxy sees
-// them, in its network namespace, filed by the kernel as it connected (TCP)
-// or as its datagram left (UDP).
-std::optional<proxy::Origin> lookup_origin(int origin_fd, uint32_t slot, int fd, const sockaddr* from,
-					   uint8_t protocol)
+// The key the kernel filed a redirected client's flow under: its address
+// and port as the proxy sees them, and the network namespace.
+std::optional<al_origin_key> origin_key_of(int fd, const sockaddr* from, uint8_t protocol)
 {
 	al_origin_key key{};
 	key.protocol = protocol;
@@ -153,8 +156,173 @@ std::optional<proxy::Origin> lookup_origin(int origin_fd, uint32_t slot, int fd,
 	} else {
 		return std::nullopt;
 	}
+	return key;
+}
+
+std::optional<al_origin_key> connection_key_of(int fd)
+{
+	sockaddr_storage peer{};
+	socklen_t len = sizeof(peer);
+	if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0)
+		return std::nullopt;
+	return origin_key_of(fd, reinterpret_cast<const sockaddr*>(&peer), IPPROTO_TCP);
+}
+
+// The proxy's side of the SNI gate: the policy's gated rules, the
+// sandbox's learned names, and the agent at the other end of the channel.
+class AgentGate : public proxy::Gate {
+public:
+	AgentGate(boost::asio::io_context& io, const Policy& p, int control_fd, int learned_fd)
+		: channel_(io, control_fd), learned_fd_(learned_fd)
+	{
+		for (const auto& r : p.rules)
+			if (r.tls_sni_require && r.domain)
+				rules_.emplace(static_cast<uint16_t>(r.index), proxy::GateRule{*r.domain, r.wildcard});
+	}
+
+	void start() { wait(); }
+
+	const proxy::GateRule* rule(uint16_t index) const override
+	{
+		auto it = rules_.find(index);
+		return it == rules_.end() ? nullptr : &it->second;
+	}
+
+	std::string learned_name(const Address& a) const override
+	{
+		al_learned_key key{};
+		key.family = a.family;
+		std::memcpy(key.addr, a.bytes.data(), sizeof(key.addr));
+		al_learned v{};
+		if (::bpf_map_lookup_elem(learned_fd_, &key, &v) != 0)
+			return "";
+		// The question's labels, last first, up to AL_NAME_END.
+		size_t p = 0;
+		while (p < sizeof(v.name.name) && v.name.name[p] != AL_NAME_END) {
+			size_t len = v.name.name[p];
+			if (len == 0 || len > 63 || p + 1 + len >= sizeof(v.name.name))
+				return "";
+			p += 1 + len;
+		}
+		if (p >= sizeof(v.name.name))
+			return "";
+		return name_from_key(v.name.name, p).value_or("");
+	}
+
+	void connect(int accepted_fd, const proxy::Origin&, std::function<void(int, int)> done) override
+	{
+		auto key = connection_key_of(accepted_fd);
+		if (!key)
+			return post(std::move(done), -1, errno ? errno : ENOTCONN);
+		proxy::GateRequest q;
+		q.type = proxy::kGateConnect;
+		q.id = ++last_id_;
+		q.key = *key;
+		if (pending_.size() >= kMaxPending)
+			return post(std::move(done), -1, EBUSY);
+		if (::send(channel_.native_handle(), &q, sizeof(q), MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof(q))
+			return post(std::move(done), -1, errno ? errno : EPIPE);
+		pending_.emplace(q.id, std::move(done));
+	}
+
+	void violation(const proxy::Origin& o, const std::string& sni, const std::string& reason) override
+	{
+		proxy::GateRequest q;
+		q.type = proxy::kGateViolation;
+		q.key.family = o.addr.family;
+		q.key.port = o.port;
+		q.key.protocol = o.protocol;
+		std::memcpy(q.key.addr, o.addr.bytes.data(), sizeof(q.key.addr));
+		std::memcpy(q.sni, sni.data(), std::min(sni.size(), sizeof(q.sni) - 1));
+		std::memcpy(q.reason, reason.data(), std::min(reason.size(), sizeof(q.reason) - 1));
+		// The rule, in the place of the cookie the agent does not need here.
+		q.key.netns_cookie = o.rule;
+		if (::send(channel_.native_handle(), &q, sizeof(q), MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof(q))
+			spdlog::error("SNI gate: the agent was not told of a denied connection: {}", std::strerror(errno));
+	}
+
+private:
+	static constexpr size_t kMaxPending = 1024;
+
+	void post(std::function<void(int, int)> done, int fd, int err)
+	{
+		boost::asio::post(channel_.get_executor(), [done = std::move(done), fd, err] { done(fd, err); });
+	}
+
+	void wait()
+	{
+		channel_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+				    [this](const boost::system::error_code& ec) {
+					    if (ec)
+						    return;
+					    if (receive())
+						    wait();
+				    });
+	}
+
+	// Every reply waiting; false once the agent is gone (each pending
+	// connect then fails).
+	bool receive()
+	{
+		for (;;) {
+			proxy::GateReply r;
+			struct iovec iov = {&r, sizeof(r)};
+			alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+			struct msghdr m = {};
+			m.msg_iov = &iov;
+			m.msg_iovlen = 1;
+			m.msg_control = control;
+			m.msg_controllen = sizeof(control);
+			ssize_t n = ::recvmsg(channel_.native_handle(), &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return true;
+			int fd = -1;
+			for (struct cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+				if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+				    c->cmsg_len == CMSG_LEN(sizeof(int)))
+					std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+			if (n <= 0) {
+				spdlog::error("SNI gate: the channel to the agent is closed");
+				auto waiting = std::move(pending_);
+				pending_.clear();
+				for (auto& [id, done] : waiting)
+					done(-1, EPIPE);
+				return false;
+			}
+			auto it = n == sizeof(r) ? pending_.find(r.id) : pending_.end();
+			if (it == pending_.end()) {
+				if (fd >= 0)
+					::close(fd);
+				continue;
+			}
+			auto done = std::move(it->second);
+			pending_.erase(it);
+			if (r.error == 0 && fd < 0)
+				r.error = EPROTO;
+			if (r.error != 0 && fd >= 0) {
+				::close(fd);
+				fd = -1;
+			}
+			done(fd, r.error);
+		}
+	}
+
+	boost::asio::posix::stream_descriptor channel_;
+	int learned_fd_;
+	std::unordered_map<uint16_t, proxy::GateRule> rules_;
+	std::unordered_map<uint32_t, std::function<void(int, int)>> pending_;
+	uint32_t last_id_ = 0;
+};
+
+// Where a client meant to go: its address and port as the proxy sees
+// them, in its network namespace, filed by the kernel as it connected (TCP)
+// or as its datagram left (UDP).
+std::optional<proxy::Origin> lookup_origin(int origin_fd, uint32_t slot, int fd, const sockaddr* from,
+					   uint8_t protocol)
+{
+	auto key = origin_key_of(fd, from, protocol);
 	al_origin v{};
-	if (::bpf_map_lookup_elem(origin_fd, &key, &v) != 0 || v.slot != slot || v.protocol != protocol)
+	if (!key || ::bpf_map_lookup_elem(origin_fd, &*key, &v) != 0 || v.slot != slot || v.protocol != protocol)
 		return std::nullopt;
 	proxy::Origin o;
 	o.addr = from_raw(v.family, v.addr);
@@ -224,6 +392,13 @@ int cmd_proxy(const ProxyCommand& c)
 	o.datagram_origin = [origin_fd, slot](int fd, const sockaddr* from, socklen_t) {
 		return lookup_origin(origin_fd, slot, fd, from, IPPROTO_UDP);
 	};
+	std::shared_ptr<AgentGate> gate;
+	if (c.control_fd >= 0) {
+		check_fd(c.control_fd, "--control-fd", true);
+		check_fd(c.learned_fd, "--learned-fd", false);
+		gate = std::make_shared<AgentGate>(io, *parsed.policy, c.control_fd, c.learned_fd);
+		o.gate = gate;
+	}
 	proxy::WorldRecorder recorder(io, o,
 				      [origin_fd, slot](int fd) { return lookup_connection(origin_fd, slot, fd); });
 	boost::asio::signal_set signals(io, SIGTERM, SIGINT);
@@ -233,6 +408,8 @@ int cmd_proxy(const ProxyCommand& c)
 	uid_t uid = ::getuid();  // not allowed under the filter
 	install_seccomp(c.udp_fds);
 	recorder.start();
+	if (gate)
+		gate->start();
 	spdlog::info("proxy of sandbox {}: recording as uid {}", c.sandbox, uid);
 	io.run();
 	auto s = recorder.stats();

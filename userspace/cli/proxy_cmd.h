@@ -17,6 +17,10 @@ struct ProxyCommand {
 	std::vector<int> listen_fds;
 	std::vector<int> udp_fds;
 	int ca_fd = -1;  // the world's CA (certificate and key, PEM), read and closed at start
+	// The SNI gate (a policy with gated rules): the channel to the agent
+	// (proxy/gate_channel.h) and the sandbox's learned addresses, read-only.
+	int control_fd = -1;
+	int learned_fd = -1;
 };
 
 int cmd_proxy(const ProxyCommand&);

@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -550,6 +551,31 @@ Fd Kernel::origin_table_readonly(uint32_t slot) const
 	if (fd < 0)
 		fail_errno(fmt::format("open the origin table of slot {} read-only", slot));
 	return Fd(fd);
+}
+
+Fd Kernel::learned_table_readonly(uint32_t slot) const
+{
+	uint32_t id = 0;
+	if (bpf_map_lookup_elem(maps_.learned.get(), &slot, &id) != 0 || id == 0)
+		fail_errno(fmt::format("find the learned-address table of slot {}", slot));
+	LIBBPF_OPTS(bpf_get_fd_by_id_opts, opts, .open_flags = BPF_F_RDONLY);
+	int fd = bpf_map_get_fd_by_id_opts(id, &opts);
+	if (fd < 0)
+		fail_errno(fmt::format("open the learned-address table of slot {} read-only", slot));
+	return Fd(fd);
+}
+
+bool Kernel::set_latch(uint32_t slot, uint64_t cgroup_id)
+{
+	auto sb = sandbox(cgroup_id);
+	if (!sb || sb->slot != slot || sb->on_violation == AL_ON_VIOLATION_DENY || latch(slot).violated_ns)
+		return false;
+	al_latch l{};
+	l.violated_ns = monotonic_ns();
+	l.cgroup_id = cgroup_id;
+	if (bpf_map_update_elem(maps_.latch.get(), &slot, &l, BPF_ANY) != 0)
+		fail_errno(fmt::format("set the latch of slot {}", slot));
+	return true;
 }
 
 void Kernel::set_budgets(uint32_t slot, const std::vector<std::pair<uint16_t, uint64_t>>& want, bool keep)

@@ -152,6 +152,13 @@ public:
 	std::vector<Budget> budgets(uint32_t slot) const;
 	void delete_origin_table(uint32_t slot);
 	Fd origin_table_readonly(uint32_t slot) const;
+	// The slot's learned-address table, read-only: what the SNI gate
+	// compares a ClientHello's name with.
+	Fd learned_table_readonly(uint32_t slot) const;
+	// A violation found outside the kernel (the SNI gate): the latch is
+	// set as a program sets it, unless it is set already or the sandbox
+	// only denies. Returns whether this call set it.
+	bool set_latch(uint32_t slot, uint64_t cgroup_id);
 
 	// Attach a program to a cgroup with a bpf_link and pin the link.
 	void attach_and_pin(Prog p, int cgroup_fd, const std::string& pin_path);

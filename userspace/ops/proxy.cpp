@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -15,14 +16,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include <bpf/bpf.h>
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include "net/address.h"
 #include "util/error.h"
+#include "util/text.h"
 #include "util/files.h"
 
 #ifndef P_PIDFD
@@ -114,6 +119,22 @@ uint16_t port_of(int fd)
 	if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
 		fail_errno("getsockname of the proxy's listener");
 	return ntohs(a.sin_port);
+}
+
+socklen_t to_sockaddr(const Address& a, uint16_t port, sockaddr_storage& ss)
+{
+	if (a.family == AL_FAMILY_IPV4) {
+		auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+		in->sin_family = AF_INET;
+		in->sin_port = htons(port);
+		std::memcpy(&in->sin_addr, a.bytes.data(), 4);
+		return sizeof(sockaddr_in);
+	}
+	auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+	in6->sin6_family = AF_INET6;
+	in6->sin6_port = htons(port);
+	std::memcpy(&in6->sin6_addr, a.bytes.data(), 16);
+	return sizeof(sockaddr_in6);
 }
 
 }  // namespace
@@ -273,6 +294,30 @@ void SandboxProxy::start()
 		args.emplace_back("--ca-fd");
 		args.emplace_back(std::to_string(ca_fd));
 	}
+	// The SNI gate: the channel to this process and the learned names,
+	// numbered after the CA.
+	Fd h_ctl, h_learned;
+	int ctl_fd = ca_fd + (h_ca.valid() ? 1 : 0);
+	int learned_fd = ctl_fd + 1;
+	if (gated()) {
+		int sv[2];
+		if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+			fail_errno("the SNI gate's channel to the proxy of sandbox " + rec_.name);
+		ctl_ = Fd(sv[0]);
+		Fd peer(sv[1]);
+		int nb = 1;
+		::ioctl(ctl_.get(), FIONBIO, &nb);
+		h_ctl = high_dup(peer.get());
+		Fd learned = k_.learned_table_readonly(rec_.slot);
+		h_learned = high_dup(learned.get());
+		if (!origin_ro_.valid())
+			origin_ro_ = k_.origin_table_readonly(rec_.slot);
+		args.emplace_back("--control-fd");
+		args.emplace_back(std::to_string(ctl_fd));
+		args.emplace_back("--learned-fd");
+		args.emplace_back(std::to_string(learned_fd));
+	}
+	int last_fd = h_ctl.valid() ? learned_fd : ca_fd + (h_ca.valid() ? 1 : 0) - 1;
 	std::vector<char*> argv;
 	argv.reserve(args.size() + 1);
 	for (auto& a : args)
@@ -300,7 +345,9 @@ void SandboxProxy::start()
 				::_exit(127);
 		if (h_ca.valid() && ::dup2(h_ca.get(), ca_fd) < 0)
 			::_exit(127);
-		::syscall(SYS_close_range, ca_fd + (h_ca.valid() ? 1 : 0), ~0u, 0);
+		if (h_ctl.valid() && (::dup2(h_ctl.get(), ctl_fd) < 0 || ::dup2(h_learned.get(), learned_fd) < 0))
+			::_exit(127);
+		::syscall(SYS_close_range, last_fd + 1, ~0u, 0);
 		::execv(o_.program.c_str(), argv.data());
 		::_exit(127);
 	}
@@ -326,6 +373,99 @@ void SandboxProxy::start()
 		     records_);
 }
 
+bool SandboxProxy::gated() const
+{
+	return std::any_of(policy_.rules.begin(), policy_.rules.end(),
+			   [](const Rule& r) { return r.tls_sni_require; });
+}
+
+void SandboxProxy::serve()
+{
+	// At most this many a call: a proxy that floods the channel holds up
+	// nothing else the agent does.
+	for (int i = 0; i < 64 && ctl_.valid(); i++) {
+		proxy::GateRequest q;
+		// recv, not recvmsg: a descriptor the proxy sent along is dropped.
+		ssize_t n = ::recv(ctl_.get(), &q, sizeof(q), MSG_DONTWAIT);
+		if (n == 0) {
+			ctl_.reset();  // the proxy is gone: its pidfd says so, reap() starts another
+			return;
+		}
+		if (n < 0)
+			return;
+		if (n != sizeof(q))
+			continue;
+		if (q.type == proxy::kGateConnect)
+			answer(q);
+		else if (q.type == proxy::kGateViolation)
+			report(q);
+	}
+}
+
+// A socket to a gated origin, its connect under way, for the proxy: only
+// for a flow the kernel filed for this sandbox under a rule the policy
+// now enforced gates. The socket is this process's: outside every sandbox,
+// never redirected.
+void SandboxProxy::answer(const proxy::GateRequest& q)
+{
+	proxy::GateReply r;
+	r.id = q.id;
+	al_origin v{};
+	Fd s;
+	if (!origin_ro_.valid() || ::bpf_map_lookup_elem(origin_ro_.get(), &q.key, &v) != 0 || v.slot != rec_.slot ||
+	    v.protocol != IPPROTO_TCP) {
+		r.error = ENOENT;
+	} else if (v.rule >= policy_.rules.size() || !policy_.rules[v.rule].tls_sni_require) {
+		r.error = EPERM;
+	} else {
+		Address a = from_raw(v.family, v.addr);
+		sockaddr_storage ss{};
+		socklen_t len = to_sockaddr(a, v.port, ss);
+		s = Fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+		if (!s.valid())
+			r.error = errno;
+		else if (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
+			r.error = errno;
+	}
+	struct iovec iov = {&r, sizeof(r)};
+	alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+	struct msghdr m = {};
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	if (r.error == 0) {
+		m.msg_control = control;
+		m.msg_controllen = sizeof(control);
+		struct cmsghdr* c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		int fd = s.get();
+		std::memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+	}
+	if (::sendmsg(ctl_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		spdlog::debug("{}: SNI gate reply: {}", rec_.name, std::strerror(errno));
+}
+
+// A connection the gate denied, as the proxy tells it (its words are
+// printable, bounded, and never trusted for more than the record).
+void SandboxProxy::report(const proxy::GateRequest& q)
+{
+	auto text = [](const char* p, size_t n) { return printable(std::string(p, strnlen(p, n))); };
+	Address a = from_raw(q.key.family == AL_FAMILY_IPV6 ? AL_FAMILY_IPV6 : AL_FAMILY_IPV4, q.key.addr);
+	nlohmann::json j;
+	j["event"] = "sni-gate";
+	j["verdict"] = "deny";
+	j["violation"] = true;
+	j["dst"] = format_address(a);
+	j["port"] = q.key.port;
+	j["protocol"] = "tcp";
+	j["rule"] = q.key.netns_cookie < policy_.rules.size() ? nlohmann::json(q.key.netns_cookie) : nlohmann::json(nullptr);
+	j["sni"] = text(q.sni, sizeof(q.sni));
+	j["reason"] = text(q.reason, sizeof(q.reason));
+	if (on_violation)
+		on_violation(j);
+}
+
 void SandboxProxy::stop()
 {
 	if (pid_ <= 0)
@@ -343,6 +483,7 @@ void SandboxProxy::stop()
 void SandboxProxy::reap()
 {
 	k_.set_proxy(rec_.slot, al_proxy{});
+	ctl_.reset();
 	siginfo_t si{};
 	if (::waitid(static_cast<idtype_t>(P_PIDFD), pidfd_.get(), &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0)
 		return;  // not yet: the caller polls again

@@ -10,10 +10,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "kernel/kernel.h"
 #include "policy/policy.h"
+#include "proxy/gate_channel.h"
 #include "proxy/tls.h"
 #include "sandbox/state.h"
 #include "util/fd.h"
@@ -58,10 +62,25 @@ public:
 	// it died too often.
 	void reap();
 
+	// The SNI gate's channel (proxy/gate_channel.h), -1 without gated
+	// rules or while the proxy is down: readable when the proxy asks.
+	int control_fd() const { return ctl_.get(); }
+	// Answers what the proxy asked (a bounded number of messages a call):
+	// a socket to a gated origin, or a denied connection, which goes to
+	// on_violation (an audit record).
+	void serve();
+	std::function<void(const nlohmann::json&)> on_violation;
+	// The policy now enforced (a reload): a gated origin is checked against
+	// its rules.
+	void set_policy(const Policy& p) { policy_ = p; }
+
 private:
 	void start();
 	void stop();
 	void forget_ca();
+	bool gated() const;
+	void answer(const proxy::GateRequest&);
+	void report(const proxy::GateRequest&);
 
 	kernel::Kernel& k_;
 	Paths paths_;
@@ -74,6 +93,8 @@ private:
 	uint16_t port_ = 0;
 	pid_t pid_ = -1;
 	Fd pidfd_;
+	Fd ctl_;        // the SNI gate's channel, the agent's end
+	Fd origin_ro_;  // the origin table, for the gate's lookups
 	std::vector<std::chrono::steady_clock::time_point> starts_;
 };
 

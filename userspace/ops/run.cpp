@@ -108,12 +108,15 @@ siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::functi
 	// The proxy's exit: it is started again, with a new descriptor.
 	if (proxy && proxy->pidfd() >= 0)
 		add(proxy->pidfd(), 4);
+	// The SNI gate's questions: a new channel with each start of the proxy.
+	if (proxy && proxy->control_fd() >= 0)
+		add(proxy->control_fd(), 5);
 	siginfo_t si{};
 	for (bool exited = false; !exited;) {
-		struct epoll_event evs[4];
+		struct epoll_event evs[8];
 		// The timeout only bounds how late a latch set while the ring was
 		// full is noticed; every event wakes us at once.
-		int n = ::epoll_wait(ep.get(), evs, 4, 200);
+		int n = ::epoll_wait(ep.get(), evs, 8, 200);
 		if (n < 0 && errno != EINTR)
 			fail_errno("epoll_wait");
 		if (sup)
@@ -124,6 +127,12 @@ siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::functi
 				proxy->reap();
 				if (proxy->pidfd() >= 0)
 					add(proxy->pidfd(), 4);
+				if (proxy->control_fd() >= 0)
+					add(proxy->control_fd(), 5);
+			} else if (evs[i].data.u64 == 5 && proxy) {
+				proxy->serve();
+				if (sup)
+					sup->poll();  // a denied connection set the latch: the freeze starts now
 			} else if (evs[i].data.u64 == 2) {
 				if (::waitid(static_cast<idtype_t>(P_PIDFD), child.pidfd.get(), &si, WEXITED) == 0)
 					exited = true;
@@ -293,8 +302,22 @@ int run(const Paths& paths, const RunOptions& o)
 	std::unique_ptr<SandboxProxy> proxy;
 	try {
 		sup = std::make_unique<Supervisor>(*k, paths, rec, policy);
-		if (with_proxy)
+		if (with_proxy) {
 			proxy = std::make_unique<SandboxProxy>(*k, paths, rec, policy);
+			// A connection the SNI gate denied is a violation: the audit
+			// log has it, the latch takes the sandbox's on_violation.
+			proxy->on_violation = [&k, &sup, &rec](const json& j) {
+				json e = j;
+				e["latched"] = k->set_latch(rec.slot, rec.cgroup_id);
+				sup->audit().write(rec.name, e);
+				spdlog::warn("{}: denied by the SNI gate: {}:{} '{}': {}", rec.name, e.value("dst", ""),
+					     e.value("port", 0), e.value("sni", ""), e.value("reason", ""));
+			};
+			sup->on_reload = [&proxy, &sup](bool ok) {
+				if (ok && proxy)
+					proxy->set_policy(sup->policy());
+			};
+		}
 	} catch (...) {
 		proxy.reset();
 		sup.reset();

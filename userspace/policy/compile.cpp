@@ -31,9 +31,14 @@ bool precedes(const Rule* a, const Rule* b)
 	return a->index < b->index;
 }
 
-uint8_t kernel_action(Action a)
+// An allow rule with the SNI gate is a redirect to the kernel: its
+// connects go to the proxy, which reads the ClientHello before it opens
+// the way to the destination (its UDP, TCP-only rules, is refused).
+uint8_t kernel_action(const Rule& r)
 {
-	return a == Action::Allow ? AL_ACTION_ALLOW : a == Action::Redirect ? AL_ACTION_REDIRECT : AL_ACTION_DENY;
+	if (r.action == Action::Allow && r.tls_sni_require)
+		return AL_ACTION_REDIRECT;
+	return r.action == Action::Allow ? AL_ACTION_ALLOW : r.action == Action::Redirect ? AL_ACTION_REDIRECT : AL_ACTION_DENY;
 }
 
 KernelDecision decision_of(uint8_t action, uint16_t rule)
@@ -43,7 +48,7 @@ KernelDecision decision_of(uint8_t action, uint16_t rule)
 
 KernelDecision decision_of(const Rule& r)
 {
-	return decision_of(kernel_action(r.action), static_cast<uint16_t>(r.index));
+	return decision_of(kernel_action(r), static_cast<uint16_t>(r.index));
 }
 
 bool port_matches(const Rule& r, uint16_t port)
@@ -92,7 +97,7 @@ std::vector<al_range> ranges_of(const std::vector<const Rule*>& rules)
 			range.port_lo = pr.lo;
 			range.port_hi = pr.hi;
 			range.proto_mask = r->proto_mask;
-			range.action = kernel_action(r->action);
+			range.action = kernel_action(*r);
 			range.rule = static_cast<uint16_t>(r->index);
 			if (!shadowed(ranges, range))
 				ranges.push_back(range);

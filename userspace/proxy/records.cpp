@@ -227,6 +227,22 @@ std::string dns_record_line(const std::string& sandbox, const Origin& o, const D
 	return dump_line(j);
 }
 
+std::string sni_record_line(const std::string& sandbox, const Origin& o, const SniRecord& r)
+{
+	ojson j = head_fields(sandbox, "sni", o, r.time);
+	j["verdict"] = r.passed ? "pass" : "deny";
+	if (!r.sni.empty())
+		j["sni"] = r.sni;
+	if (!r.reason.empty())
+		j["reason"] = r.reason;
+	if (!r.upstream_error.empty())
+		j["upstream_error"] = r.upstream_error;
+	j["bytes_out"] = r.bytes_out;
+	j["bytes_back"] = r.bytes_back;
+	j["duration_ms"] = r.duration_ms;
+	return dump_line(j);
+}
+
 std::string records_full_line(const std::string& sandbox, uint64_t max_records_bytes,
 			      std::chrono::system_clock::time_point t)
 {
@@ -364,6 +380,16 @@ std::vector<std::string> row_of(const nlohmann::json& j)
 			what += " -> " + answer;
 		else if (!query.empty())
 			what += rcode == "NOERROR" ? " (no data)" : " " + rcode;
+	} else if (kind == "sni") {
+		std::string sni = str(j, "sni");
+		what = str(j, "verdict") + " " + (sni.empty() ? std::string("(no name)") : sni);
+		std::string reason = str(j, "reason"), up = str(j, "upstream_error");
+		if (!reason.empty())
+			what += ": " + reason;
+		else if (!up.empty())
+			what += ", upstream: " + up;
+		else
+			what += ", " + num(j, "bytes_out", "?") + " bytes out, " + num(j, "bytes_back", "?") + " back";
 	} else if (kind == "records-full") {
 		what = "records stopped at " + num(j, "max_records_bytes", "?") + " bytes";
 	}

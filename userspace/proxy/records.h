@@ -83,6 +83,19 @@ struct DnsRecord {
 	std::string head;   // the first bytes (at most kHeadBytes) of what was not a query, or a malformed one
 };
 
+// A connection the SNI gate read: passed (its bytes spliced to the
+// destination, untouched) or denied (a violation, nothing sent on).
+struct SniRecord {
+	std::chrono::system_clock::time_point time;  // accepted
+	bool passed = false;
+	std::string sni;     // the ClientHello's server_name, "" none read
+	std::string reason;  // denied: why, one line; passed: ""
+	std::string upstream_error;  // passed the gate, but the destination could not be reached: why
+	uint64_t bytes_out = 0;  // sent on to the destination (the ClientHello included)
+	uint64_t bytes_back = 0; // the destination's answer, passed back
+	uint64_t duration_ms = 0;
+};
+
 inline constexpr size_t kHeadBytes = 64;
 
 // 2026-01-02T03:04:05.123Z (UTC, milliseconds; always 24 characters).
@@ -94,6 +107,7 @@ std::string http_record_line(const std::string& sandbox, const Origin&, const Ht
 std::string tcp_record_line(const std::string& sandbox, const Origin&, const TcpRecord&);
 std::string udp_record_line(const std::string& sandbox, const Origin&, const UdpRecord&);
 std::string dns_record_line(const std::string& sandbox, const Origin&, const DnsRecord&);
+std::string sni_record_line(const std::string& sandbox, const Origin&, const SniRecord&);
 std::string records_full_line(const std::string& sandbox, uint64_t max_records_bytes,
 			      std::chrono::system_clock::time_point);
 

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "policy/dnsname.h"
 #include "proxy/client_hello.h"
 #include "proxy/dns.h"
 #include "proxy/tls.h"
@@ -196,6 +197,7 @@ const WorldResponse* find_response(const std::vector<WorldResponse>& responses, 
 }
 
 class Connection;
+class GateConnection;
 
 class WorldImpl : public std::enable_shared_from_this<WorldImpl> {
 public:
@@ -213,6 +215,9 @@ public:
 	void count_http() { http_requests_++; }
 	void count_tcp() { tcp_streams_++; }
 	void forget(Connection* c) { live_.erase(c); }
+	void forget_gate(GateConnection* c) { gates_.erase(c); }
+	Gate* gate() const { return o_.gate.get(); }
+	void count_sni(bool passed) { (passed ? sni_passed_ : sni_denied_)++; }
 	// A query to port 53 when the world synthesizes DNS.
 	TlsTerminator* tls() const { return o_.tls.get(); }
 	bool answers_dns(const Origin& o) const { return o_.world.synthesize_dns && o.port == kDnsPort; }
@@ -247,13 +252,15 @@ private:
 	std::vector<std::unique_ptr<net::steady_timer>> retry_;  // an acceptor's pause after a failed accept
 	std::vector<std::unique_ptr<Datagrams>> udp_;
 	std::unordered_map<Connection*, std::shared_ptr<Connection>> live_;
+	std::unordered_map<GateConnection*, std::shared_ptr<GateConnection>> gates_;
 	NameTable names_;
 	bool started_ = false;
 	bool stopped_ = false;
 	error_code last_accept_error_;
 	// Read by stats() from any thread.
 	std::atomic<uint64_t> connections_{0}, unknown_{0}, refused_busy_{0}, http_requests_{0}, tcp_streams_{0},
-		datagrams_{0}, records_written_{0}, records_dropped_{0}, bytes_in_{0}, dns_queries_{0};
+		datagrams_{0}, records_written_{0}, records_dropped_{0}, bytes_in_{0}, dns_queries_{0}, sni_passed_{0},
+		sni_denied_{0};
 };
 
 // One accepted connection. A request starts with its first byte: if it
@@ -777,6 +784,237 @@ private:
 	std::string hello_;
 };
 
+// A connection of a gated allow rule. Its ClientHello is read first (no
+// byte goes anywhere before), its name judged; passed, the agent hands over
+// a socket to the destination and every byte read so far, then everything
+// either side sends, goes to the other untouched. One record at the end.
+class GateConnection : public std::enable_shared_from_this<GateConnection> {
+public:
+	GateConnection(std::shared_ptr<WorldImpl> w, tcp::socket s, Origin origin, GateRule rule)
+		: w_(std::move(w)), o_(w_->options()), client_(std::move(s)), upstream_(w_->io()), timer_(w_->io()),
+		  origin_(std::move(origin)), rule_(std::move(rule))
+	{
+	}
+
+	void start()
+	{
+		rec_.time = std::chrono::system_clock::now();
+		started_ = Clock::now();
+		// The ClientHello, then the destination's socket and its connect,
+		// come within the idle timeout or the connection is closed.
+		timer_.expires_after(o_.idle_timeout);
+		timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+			if (!ec && !self->passed_)
+				self->end_before_splice("the ClientHello or the destination took longer than the idle timeout");
+		});
+		read_hello();
+	}
+
+	// The recorder stops.
+	void stop() { finish(); }
+
+private:
+	// What a ClientHello may take in records: the message's bound, and a
+	// header for every 256 bytes of it.
+	static constexpr size_t kMaxHelloBytes = kMaxClientHello + kMaxClientHello / 256 * 5 + 5;
+
+	void read_hello()
+	{
+		size_t have = hello_.size();
+		if (have >= kMaxHelloBytes)
+			return deny("", fmt::format("the ClientHello is spread over more than {} bytes", kMaxHelloBytes));
+		hello_.resize(std::min(have + kReadChunk, kMaxHelloBytes));
+		client_.async_read_some(net::buffer(hello_.data() + have, hello_.size() - have),
+					[self = shared_from_this(), have](const error_code& ec, size_t n) {
+						self->hello_.resize(have + n);
+						self->on_hello(ec);
+					});
+	}
+
+	void on_hello(const error_code& ec)
+	{
+		if (done_)
+			return;
+		ClientHello h = parse_client_hello(hello_);
+		if (h.status == ClientHello::Status::NeedMore) {
+			if (ec)
+				return deny("", hello_.empty() ? "the connection sent nothing"
+							       : fmt::format("the connection ended within its first {} bytes, "
+									     "before a whole ClientHello",
+									     hello_.size()));
+			return read_hello();
+		}
+		if (h.status != ClientHello::Status::Ok)
+			return deny("", fmt::format("{}: {}", to_string(h.status), h.error));
+		rec_.sni = h.server_name;
+		if (std::string why = judge(h); !why.empty())
+			return deny(h.server_name, why);
+		asked_ = true;
+		w_->gate()->connect(client_.native_handle(), origin_, [self = shared_from_this()](int fd, int err) {
+			self->on_upstream(fd, err);
+		});
+	}
+
+	// "" passes; else why not.
+	std::string judge(const ClientHello& h) const
+	{
+		if (!h.has_server_name)
+			return "the ClientHello names no server";
+		if (h.encrypted_client_hello)
+			return fmt::format("an encrypted ClientHello: the name it is for is hidden behind '{}'", h.server_name);
+		if (std::string p = host_name_problem(h.server_name); !p.empty())
+			return "server_name: " + p;
+		if (!domain_covers(rule_.domain, rule_.wildcard, h.server_name))
+			return fmt::format("'{}' is not {} of rule {}", h.server_name,
+					   rule_.wildcard ? "a name below " + rule_.domain : rule_.domain, origin_.rule);
+		std::string learned = w_->gate()->learned_name(origin_.addr);
+		if (!iequal(learned, h.server_name))
+			return fmt::format("'{}' did not resolve to {} for this sandbox ({})", h.server_name,
+					   format_address(origin_.addr),
+					   learned.empty() ? std::string("no name did") : "'" + learned + "' did");
+		return "";
+	}
+
+	void deny(const std::string& sni, const std::string& why)
+	{
+		if (done_)
+			return;
+		rec_.sni = sni;
+		rec_.reason = why;
+		w_->count_sni(false);
+		w_->gate()->violation(origin_, sni, why);
+		finish();
+	}
+
+	// Passed the gate, but no way on: recorded, not a violation.
+	void end_before_splice(const std::string& why)
+	{
+		if (done_)
+			return;
+		if (!asked_)
+			return deny(rec_.sni, why);
+		rec_.upstream_error = why;
+		finish();
+	}
+
+	void on_upstream(int fd, int err)
+	{
+		if (done_) {
+			if (fd >= 0)
+				::close(fd);
+			return;
+		}
+		if (fd < 0)
+			return end_before_splice(std::strerror(err));
+		error_code ec;
+		upstream_.assign(origin_.addr.family == AL_FAMILY_IPV4 ? tcp::v4() : tcp::v6(), fd, ec);
+		if (ec) {
+			::close(fd);
+			return end_before_splice(ec.message());
+		}
+		upstream_.async_wait(tcp::socket::wait_write, [self = shared_from_this()](const error_code& e) {
+			self->on_connected(e);
+		});
+	}
+
+	void on_connected(const error_code& ec)
+	{
+		if (done_)
+			return;
+		int err = 0;
+		socklen_t len = sizeof(err);
+		if (ec)
+			return end_before_splice(ec.message());
+		if (::getsockopt(upstream_.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+			err = errno;
+		if (err)
+			return end_before_splice(std::strerror(err));
+		passed_ = true;
+		timer_.cancel();
+		w_->count_sni(true);
+		// What was read so far goes first, then both ways as it comes.
+		up_.buf = std::move(hello_);
+		up_.len = up_.buf.size();
+		down_.buf.resize(kReadChunk);
+		send(up_, client_, upstream_, rec_.bytes_out);
+		read(down_, upstream_, client_, rec_.bytes_back);
+	}
+
+	struct Way {
+		std::string buf;
+		size_t len = 0;
+		bool closed = false;
+	};
+
+	void read(Way& w, tcp::socket& from, tcp::socket& to, uint64_t& count)
+	{
+		if (w.buf.size() < kReadChunk)
+			w.buf.resize(kReadChunk);
+		from.async_read_some(net::buffer(w.buf.data(), kReadChunk),
+				     [self = shared_from_this(), &w, &from, &to, &count](const error_code& ec, size_t n) {
+					     if (self->done_)
+						     return;
+					     if (ec) {
+						     self->half_close(w, to);
+						     return;
+					     }
+					     w.len = n;
+					     self->send(w, from, to, count);
+				     });
+	}
+
+	void send(Way& w, tcp::socket& from, tcp::socket& to, uint64_t& count)
+	{
+		net::async_write(to, net::buffer(w.buf.data(), w.len),
+				 [self = shared_from_this(), &w, &from, &to, &count](const error_code& ec, size_t n) {
+					 if (self->done_)
+						 return;
+					 count += n;
+					 if (ec)
+						 return self->finish();
+					 self->read(w, from, to, count);
+				 });
+	}
+
+	// One side ended what it sends: the other is told, and what it still
+	// sends goes on.
+	void half_close(Way& w, tcp::socket& to)
+	{
+		error_code ignored;
+		w.closed = true;
+		to.shutdown(tcp::socket::shutdown_send, ignored);
+		if (up_.closed && down_.closed)
+			finish();
+	}
+
+	void finish()
+	{
+		if (done_)
+			return;
+		done_ = true;
+		rec_.passed = passed_;
+		rec_.duration_ms = ms_since(started_);
+		w_->record(sni_record_line(o_.sandbox, origin_, rec_));
+		error_code ignored;
+		timer_.cancel();
+		client_.close(ignored);
+		upstream_.close(ignored);
+		w_->forget_gate(this);
+	}
+
+	std::shared_ptr<WorldImpl> w_;
+	const WorldOptions& o_;
+	tcp::socket client_, upstream_;
+	net::steady_timer timer_;
+	Origin origin_;
+	GateRule rule_;
+	SniRecord rec_;
+	Clock::time_point started_;
+	std::string hello_;
+	Way up_, down_;
+	bool asked_ = false, passed_ = false, done_ = false;
+};
+
 WorldImpl::WorldImpl(net::io_context& io, WorldOptions o, OriginLookup lookup)
 	: io_(io), o_(std::move(o)), lookup_(std::move(lookup)), records_(o_.records_fd, o_.max_records_bytes, o_.sandbox)
 {
@@ -919,7 +1157,7 @@ void WorldImpl::on_accept(size_t i, const error_code& ec, tcp::socket s)
 	last_accept_error_ = {};
 	connections_++;
 	error_code ignored;
-	if (live_.size() >= o_.max_connections) {
+	if (live_.size() + gates_.size() >= o_.max_connections) {
 		refused_busy_++;
 		s.close(ignored);
 		return accept(i);
@@ -933,6 +1171,12 @@ void WorldImpl::on_accept(size_t i, const error_code& ec, tcp::socket s)
 	if (!origin) {
 		unknown_++;
 		s.close(ignored);
+		return accept(i);
+	}
+	if (const GateRule* rule = o_.gate ? o_.gate->rule(origin->rule) : nullptr) {
+		auto g = std::make_shared<GateConnection>(shared_from_this(), std::move(s), std::move(*origin), *rule);
+		gates_.emplace(g.get(), g);
+		g->start();
 		return accept(i);
 	}
 	name_origin(*origin);
@@ -1000,6 +1244,13 @@ void WorldImpl::stop()
 	for (auto& c : open)
 		c->finish(Connection::End::Stop);
 	live_.clear();
+	std::vector<std::shared_ptr<GateConnection>> gated;
+	gated.reserve(gates_.size());
+	for (auto& [ptr, g] : gates_)
+		gated.push_back(g);
+	for (auto& g : gated)
+		g->stop();
+	gates_.clear();
 	records_.close();
 }
 
@@ -1016,6 +1267,8 @@ WorldStats WorldImpl::stats() const
 	s.records_written = records_written_;
 	s.records_dropped = records_dropped_;
 	s.bytes_in = bytes_in_;
+	s.sni_passed = sni_passed_;
+	s.sni_denied = sni_denied_;
 	return s;
 }
 

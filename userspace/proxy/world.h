@@ -47,6 +47,32 @@ using OriginLookup = std::function<std::optional<Origin>(int accepted_fd)>;
 // nullopt: no origin (counted "unknown", nothing recorded).
 using DatagramOriginLookup = std::function<std::optional<Origin>(int udp_fd, const sockaddr* from, socklen_t len)>;
 
+// The SNI gate: the connections of allow rules with "tls": {"sni":
+// "require"} reach the proxy as redirects. Each one's first bytes must be a
+// ClientHello whose server_name the rule covers and that this sandbox
+// resolved to the destination's address; then the proxy asks the agent for
+// a socket to the destination (it makes none itself) and splices the bytes
+// both ways, untouched. Anything else is denied, recorded and reported.
+struct GateRule {
+	std::string domain;  // as the rule has it: lowercased, without "*."
+	bool wildcard = false;
+};
+
+class Gate {
+public:
+	virtual ~Gate() = default;
+	// The gated rule of this index, or nullptr (not a gated rule).
+	virtual const GateRule* rule(uint16_t index) const = 0;
+	// The name this sandbox's last answer for addr was for ("" none).
+	virtual std::string learned_name(const Address&) const = 0;
+	// A socket to the origin of the accepted connection, its connect under
+	// way: done(fd, 0) or done(-1, errno), later, on the io_context's
+	// thread. done is not called once the io_context has stopped.
+	virtual void connect(int accepted_fd, const Origin&, std::function<void(int fd, int err)> done) = 0;
+	// A denied connection: the sandbox's on_violation is taken.
+	virtual void violation(const Origin&, const std::string& sni, const std::string& reason) = 0;
+};
+
 struct WorldOptions {
 	std::string sandbox;          // the sandbox's name, written in every record
 	std::vector<int> listen_fds;  // listening TCP sockets (IPv4 and/or IPv6), bound and listening; owned from here
@@ -59,6 +85,9 @@ struct WorldOptions {
 	// recorded as any connection); null: a ClientHello is recorded and the
 	// connection closed.
 	std::shared_ptr<TlsTerminator> tls;
+	// The SNI gate; null: no rule is gated (an origin of a gated rule is
+	// then closed as unknown).
+	std::shared_ptr<Gate> gate;
 	size_t max_connections = 256;              // open at once; more are accepted and closed at once, counted
 	std::chrono::milliseconds idle_timeout{30000};  // silent this long (or not reading our answer): closed, recorded
 	uint64_t max_connection_bytes = 16ull << 20;    // read of one connection, then it is closed (recorded truncated)
@@ -75,6 +104,8 @@ struct WorldStats {
 	uint64_t records_written = 0;  // http and tcp lines in the file (not the records-full line)
 	uint64_t records_dropped = 0;  // lines not written: the cap, or a failed write
 	uint64_t bytes_in = 0;         // read from every connection
+	uint64_t sni_passed = 0;       // connections the SNI gate passed
+	uint64_t sni_denied = 0;       // ... and denied (each a violation)
 };
 
 class WorldImpl;

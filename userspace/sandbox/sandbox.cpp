@@ -80,17 +80,15 @@ Result<Policy> load_policy(const std::string& file)
 	// Compile once for the errors only the compiler finds (kernel limits).
 	if (auto c = compile_policy(*res.policy, 1); !c.compiled)
 		return Rejection{lines_of(c.errors)};
-	// Redirects to a simulator of the operator's and the SNI gate are read
-	// by `policy check` and `policy show`, but not enforced yet: a policy that relies on them is refused rather than
-	// enforced without.
+	// Redirects to a simulator of the operator's are read by `policy check`
+	// and `policy show`, but not enforced yet: a policy that relies on them
+	// is refused rather than enforced without.
 	std::vector<PolicyError> unenforced;
 	for (const auto& r : res.policy->rules) {
 		std::string at = "rules/" + std::to_string(r.index);
 		if (r.action == Action::Redirect && r.redirect && !r.redirect->world)
 			unenforced.push_back({file, at + "/to",
 					      "a redirect to HOST:PORT is not enforced by this version of airlock (\"world\" is)"});
-		if (r.tls_sni_require)
-			unenforced.push_back({file, at + "/tls", "the SNI gate is not enforced by this version of airlock"});
 	}
 	if (!unenforced.empty())
 		return Rejection{lines_of(unenforced)};

@@ -44,6 +44,7 @@ public:
 	void refresh();
 
 	const SandboxRecord& record() const { return rec_; }
+	const Policy& policy() const { return policy_; }  // what the live bank was compiled from
 	State state() const { return state_; }
 	bool killed_on_violation() const { return killed_on_violation_; }
 	AuditLog& audit() { return audit_; }
