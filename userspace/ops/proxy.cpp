@@ -422,9 +422,9 @@ void SandboxProxy::answer(const proxy::GateRequest& q)
 		sockaddr_storage ss{};
 		socklen_t len = to_sockaddr(a, v.port, ss);
 		s = Fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-		if (!s.valid())
-			r.error = errno;
-		else if (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
+		bool started = s.valid() && (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) == 0 ||
+					     errno == EINPROGRESS);
+		if (!started)
 			r.error = errno;
 	}
 	struct iovec iov = {&r, sizeof(r)};
