@@ -1323,7 +1323,9 @@ namespace {
 // origin's own); the same address with another name in the ClientHello
 // (curl --connect-to: evil.test fronted over allowed.test's address) is
 // denied, recorded and audited as a violation, and evil.test's request never
-// reaches the origin.
+// reaches the origin; so is b.allowed.test over the address only
+// a.allowed.test resolved to, though the gated rule *.allowed.test covers
+// both.
 TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 {
 	std::string dir = env().path("tls-origin");
@@ -1356,6 +1358,8 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 	json p = standard_dns_policy("it-sni-gate");
 	p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9443})},
 			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+	p["rules"].push_back({{"action", "allow"}, {"domain", "*.allowed.test"}, {"ports", json::array({9443})},
+			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
 	std::string policy = env().write_policy("sni-gate.json", p);
 	std::string name = sandbox("sni");
 	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
@@ -1369,7 +1373,11 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 		Sequence({w.exec("pass", {"curl", "-sS", "--max-time", "5", "--cacert", cert,
 					  "https://allowed.test:9443/" + page}),
 			  w.exec("front", {"curl", "-sS", "--max-time", "5", "--cacert", cert, "--connect-to",
-					   "evil.test:9443:allowed.test:9443", "https://evil.test:9443/" + fronted})}));
+					   "evil.test:9443:allowed.test:9443", "https://evil.test:9443/" + fronted}),
+			  // A name the rule covers, over the address another name of it
+			  // resolved to (b. was never resolved: only a. was).
+			  w.exec("sibling", {"curl", "-sS", "--max-time", "5", "--cacert", cert, "--connect-to",
+					     "b.allowed.test:9443:a.allowed.test:9443", "https://b.allowed.test:9443/" + fronted})}));
 	json pass = result(rr, "pass"), front = result(rr, "front");
 	EXPECT_EQ(pass.value("status", -1), 0) << pass.dump();
 	EXPECT_EQ(pass.value("out", ""), page) << pass.dump();
@@ -1378,12 +1386,17 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 	EXPECT_EQ(origin.err().find("/" + fronted), std::string::npos) << origin.err();
 	EXPECT_NE(origin.err().find("GET /" + page), std::string::npos) << origin.err();
 
-	std::optional<json> passed, denied;
+	json sibling = result(rr, "sibling");
+	EXPECT_NE(sibling.value("status", 0), 0) << sibling.dump();
+	std::optional<json> passed, denied, denied_sibling;
 	for (const auto& j : read_json_lines(records)) {
 		if (j.value("kind", "") == "sni" && j.value("verdict", "") == "pass")
 			passed = j;
-		if (j.value("kind", "") == "sni" && j.value("verdict", "") == "deny")
+		if (j.value("kind", "") == "sni" && j.value("verdict", "") == "deny" && j.value("sni", "") == "evil.test")
 			denied = j;
+		if (j.value("kind", "") == "sni" && j.value("verdict", "") == "deny" &&
+		    j.value("sni", "") == "b.allowed.test")
+			denied_sibling = j;
 	}
 	ASSERT_TRUE(passed) << read_file(records);
 	EXPECT_EQ(passed->value("sni", ""), "allowed.test");
@@ -1395,11 +1408,16 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 	EXPECT_EQ(denied->value("sni", ""), "evil.test");
 	EXPECT_EQ(denied->value("reason", ""), "'evil.test' is not allowed.test of rule 3");
 	EXPECT_EQ(denied->value("bytes_out", 1u), 0u);
+	ASSERT_TRUE(denied_sibling) << read_file(records);
+	EXPECT_EQ(denied_sibling->value("rule", 0), 4);
+	std::string dst = denied_sibling->value("dst", "");
+	EXPECT_EQ(denied_sibling->value("reason", ""),
+		  "'b.allowed.test' did not resolve to " + dst + " for this sandbox ('a.allowed.test' did)");
 	size_t audited = 0;
 	for (const auto& j : read_json_lines(env().audit_path()))
-		if (j.value("event", "") == "sni-gate" && j.value("sni", "") == "evil.test" && j.value("violation", false))
+		if (j.value("event", "") == "sni-gate" && j.value("violation", false))
 			audited++;
-	EXPECT_EQ(audited, 1u) << dump_lines(env().audit());
+	EXPECT_EQ(audited, 2u) << dump_lines(env().audit());
 }
 
 }  // namespace
