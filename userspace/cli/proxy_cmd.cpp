@@ -181,6 +181,12 @@ public:
 	}
 
 	void start() { wait(); }
+	// The recorder stopped: the channel closes, nothing more is waited for.
+	void stop()
+	{
+		boost::system::error_code ignored;
+		channel_.close(ignored);
+	}
 
 	const proxy::GateRule* rule(uint16_t index) const override
 	{
@@ -402,7 +408,11 @@ int cmd_proxy(const ProxyCommand& c)
 	proxy::WorldRecorder recorder(io, o,
 				      [origin_fd, slot](int fd) { return lookup_connection(origin_fd, slot, fd); });
 	boost::asio::signal_set signals(io, SIGTERM, SIGINT);
-	signals.async_wait([&](const boost::system::error_code&, int) { recorder.stop(); });
+	signals.async_wait([&](const boost::system::error_code&, int) {
+		recorder.stop();
+		if (gate)
+			gate->stop();
+	});
 
 	drop_privileges(c.user);
 	uid_t uid = ::getuid();  // not allowed under the filter
