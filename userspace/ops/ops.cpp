@@ -293,8 +293,8 @@ Result<SandboxRecord> add(const Paths& paths, const NewSandbox& o, std::string* 
 		return loaded.rejection();
 	const Policy& policy = *loaded;
 	if (needs_proxy(policy))
-		return Rejection{{fmt::format("{}: policy '{}' redirects to the world, whose proxy only `airlock run` "
-					      "starts in this version",
+		return Rejection{{fmt::format("{}: policy '{}' needs a proxy (a redirect to the world, or the SNI "
+					      "gate), which only `airlock run` starts in this version",
 					      o.policy_file, policy.name)}};
 	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
 	bool attach = !o.cgroup.empty() || o.pid > 0;
