@@ -541,28 +541,31 @@ void Kernel::delete_origin_table(uint32_t slot)
 		fail_errno(fmt::format("remove the origin table of slot {}", slot));
 }
 
-Fd Kernel::origin_table_readonly(uint32_t slot) const
+namespace {
+
+// A slot's inner table of an array of maps, opened read-only.
+Fd inner_readonly(int outer, uint32_t slot, const char* what)
 {
 	uint32_t id = 0;
-	if (bpf_map_lookup_elem(maps_.origin.get(), &slot, &id) != 0 || id == 0)
-		fail_errno(fmt::format("find the origin table of slot {}", slot));
+	if (bpf_map_lookup_elem(outer, &slot, &id) != 0 || id == 0)
+		fail_errno(fmt::format("find the {} of slot {}", what, slot));
 	LIBBPF_OPTS(bpf_get_fd_by_id_opts, opts, .open_flags = BPF_F_RDONLY);
 	int fd = bpf_map_get_fd_by_id_opts(id, &opts);
 	if (fd < 0)
-		fail_errno(fmt::format("open the origin table of slot {} read-only", slot));
+		fail_errno(fmt::format("open the {} of slot {} read-only", what, slot));
 	return Fd(fd);
+}
+
+}  // namespace
+
+Fd Kernel::origin_table_readonly(uint32_t slot) const
+{
+	return inner_readonly(maps_.origin.get(), slot, "origin table");
 }
 
 Fd Kernel::learned_table_readonly(uint32_t slot) const
 {
-	uint32_t id = 0;
-	if (bpf_map_lookup_elem(maps_.learned.get(), &slot, &id) != 0 || id == 0)
-		fail_errno(fmt::format("find the learned-address table of slot {}", slot));
-	LIBBPF_OPTS(bpf_get_fd_by_id_opts, opts, .open_flags = BPF_F_RDONLY);
-	int fd = bpf_map_get_fd_by_id_opts(id, &opts);
-	if (fd < 0)
-		fail_errno(fmt::format("open the learned-address table of slot {} read-only", slot));
-	return Fd(fd);
+	return inner_readonly(maps_.learned.get(), slot, "learned-address table");
 }
 
 bool Kernel::set_latch(uint32_t slot, uint64_t cgroup_id)
