@@ -32,6 +32,8 @@ struct Opts {
 	Opts& caps() { keep_caps = true; return *this; }
 	Opts& ns(const std::string& n) { nameserver = n; return *this; }
 	Opts& audit(const std::string& a) { audit_log = a; return *this; }
+	std::string user;
+	Opts& as(const std::string& u) { user = u; return *this; }
 };
 
 class Dns : public DnsTestBase {
@@ -49,6 +51,7 @@ protected:
 		s.log_allowed = o.log_allowed;
 		s.keep_caps = o.keep_caps;
 		s.audit_log = o.audit_log;
+		s.user = o.user;
 		return s;
 	}
 
@@ -68,6 +71,8 @@ protected:
 	{
 		return world().start_run(spec(name, policy, cmd, o), o.nameserver);
 	}
+
+	void sni_gate(const std::string& user);
 
 	json result(const RunResult& rr, const std::string& marker)
 	{
@@ -1326,7 +1331,9 @@ namespace {
 // reaches the origin; so is b.allowed.test over the address only
 // a.allowed.test resolved to, though the gated rule *.allowed.test covers
 // both.
-TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
+// The SNI gate, for a command run as `user` ("": uid 0): the rule's name
+// passes, fronting is denied.
+void Dns::sni_gate(const std::string& user)
 {
 	std::string dir = env().path("tls-origin");
 	std::filesystem::create_directories(dir + "/www");
@@ -1361,14 +1368,15 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 	p["rules"].push_back({{"action", "allow"}, {"domain", "*.allowed.test"}, {"ports", json::array({9443})},
 			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
 	std::string policy = env().write_policy("sni-gate.json", p);
-	std::string name = sandbox("sni");
+	std::string name = sandbox("sni-" + (user.empty() ? std::string("root") : user));
 	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
 	struct Cleanup {
 		std::string f;
 		~Cleanup() { std::filesystem::remove(f); }
 	} cleanup{records};
 	DnsWorld& w = world();
-	auto rr = sandboxed(
+	std::string release = env().path("release-" + name);
+	Proc& runner = background(
 		name, policy,
 		Sequence({w.exec("pass", {"curl", "-sS", "--max-time", "5", "--cacert", cert,
 					  "https://allowed.test:9443/" + page}),
@@ -1377,7 +1385,27 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 			  // A name the rule covers, over the address another name of it
 			  // resolved to (b. was never resolved: only a. was).
 			  w.exec("sibling", {"curl", "-sS", "--max-time", "5", "--cacert", cert, "--connect-to",
-					     "b.allowed.test:9443:a.allowed.test:9443", "https://b.allowed.test:9443/" + fronted})}));
+					     "b.allowed.test:9443:a.allowed.test:9443", "https://b.allowed.test:9443/" + fronted}),
+			  env().py("wait_file.py", {release, "30"})}),
+		Opts().as(user));
+	// The gate's verdicts, as `status` (and metrics) count them, while the
+	// sandbox lives.
+	json counts;
+	EXPECT_TRUE(wait_until(
+		[&] {
+			auto st = env().status_of(name);
+			counts = st ? (*st)["proxy"] : json();
+			return counts.is_object() && counts.value("sni_denied", 0) == 2;
+		},
+		15s))
+		<< counts.dump() << runner.describe();
+	EXPECT_EQ(counts.value("sni_passed", 0), 1) << counts.dump();
+	EXPECT_EQ(counts.value("connections", 0), 3) << counts.dump();
+	write_file(release, "");
+	EXPECT_EQ(runner.wait(20s), std::optional<int>(0)) << runner.describe();
+	RunResult rr;
+	rr.r.out = runner.out();
+	rr.out_json = json_objects_in(rr.r.out);
 	json pass = result(rr, "pass"), front = result(rr, "front");
 	EXPECT_EQ(pass.value("status", -1), 0) << pass.dump();
 	EXPECT_EQ(pass.value("out", ""), page) << pass.dump();
@@ -1415,9 +1443,19 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 		  "'b.allowed.test' did not resolve to " + dst + " for this sandbox ('a.allowed.test' did)");
 	size_t audited = 0;
 	for (const auto& j : read_json_lines(env().audit_path()))
-		if (j.value("event", "") == "sni-gate" && j.value("violation", false))
+		if (j.value("event", "") == "sni-gate" && j.value("violation", false) && j.value("sandbox", "") == name)
 			audited++;
 	EXPECT_EQ(audited, 2u) << dump_lines(env().audit());
+}
+
+TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
+{
+	sni_gate("");
+}
+
+TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFrontingAsNobody)
+{
+	sni_gate("nobody");
 }
 
 }  // namespace

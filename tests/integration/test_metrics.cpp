@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <regex>
 
 #include <fmt/format.h>
@@ -262,6 +263,84 @@ TEST_F(Metrics, EverySeriesExistsFromTheStartAndNothingElseIsExposed)
 	Result d = env().airlock({"detach", b});
 	ASSERT_EQ(d.status, 0) << d.describe();
 	ASSERT_TRUE(wait_until([&] { return scrape(mport).find(b) == std::string::npos; }, 5s)) << scrape(mport);
+}
+
+// A world sandbox's proxy and budgets are series of their own: what the
+// recorder took (connections, requests, datagrams, records, exactly as the
+// records file has them), the SNI gate's verdicts (none here, at 0 from the
+// start), and a budgeted rule's limit and use, the use the datagram's
+// payload exactly. Names and destinations stay out of the labels.
+TEST_F(Metrics, AWorldSandboxsProxyAndBudgetsAreSeries)
+{
+	int mport = free_port();
+	start_daemon(mport);
+	std::string w = "w" + env().id;
+	std::string records = env().path("world") + "/" + w + ".jsonl";
+	json p = base_policy("it-metrics-world");
+	p["rules"][0]["budget"] = {{"egress_bytes", 100000}};
+	for (const char* cidr : {"0.0.0.0/0", "::/0"})
+		p["rules"].push_back({{"action", "redirect"}, {"cidr", cidr}, {"to", "world"}});
+	p["world"] = {{"records", env().path("world")}};
+	std::string budgeted = env().marker("budgeted"), g1 = env().marker("get1"), g2 = env().marker("get2"),
+		    dg = env().marker("datagram");
+	RunSpec s;
+	s.policy = env().write_policy("w.json", p);
+	s.name = w;
+	s.cmd = Sequence({env().py("udp_send.py", {dest4(kAllowed4, 9000), budgeted}),
+			  env().py("world_client.py", {dest4(kDenied4, 80), g1, dest4(kDenied4, 80), g2}),
+			  env().py("udp_send.py", {dest4(kDenied4, 9010), dg}),
+			  env().py("wait_file.py", {env().path("release"), "40"})});
+	Proc& runner = env().start_run(s);
+
+	auto series = [&](const std::string& name, const std::string& labels = "") {
+		return fmt::format("{}{{sandbox=\"{}\"{}}}", name, w, labels);
+	};
+	std::string text;
+	ASSERT_TRUE(wait_until(
+		[&] {
+			text = scrape(mport);
+			return sample(text, series("airlock_world_records_total", ",result=\"written\"")) == 3.0;
+		},
+		15s))
+		<< text << runner.describe();
+	auto lines = read_json_lines(records);
+	EXPECT_EQ(lines.size(), 3u) << read_file(records);
+	EXPECT_EQ(sample(text, series("airlock_world_records_total", ",result=\"dropped\"")), 0.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_proxy_starts_total")), 1.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_proxy_connections_total")), 2.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_proxy_connections_closed_total", ",reason=\"unknown-origin\"")), 0.0)
+		<< text;
+	EXPECT_EQ(sample(text, series("airlock_proxy_connections_closed_total", ",reason=\"busy\"")), 0.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_proxy_datagrams_total")), 1.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_world_requests_total", ",kind=\"http\"")), 2.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_world_requests_total", ",kind=\"tcp\"")), 0.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_world_dns_queries_total")), 0.0) << text;
+	// What the clients sent: the two requests world_client.py writes, the
+	// datagram.
+	double sent = static_cast<double>(dg.size());
+	for (const auto& m : {g1, g2})
+		sent += static_cast<double>(
+			fmt::format("GET /world/{} HTTP/1.1\r\nHost: 10.77.0.3:80\r\nConnection: close\r\n\r\n", m).size());
+	EXPECT_EQ(sample(text, series("airlock_proxy_received_bytes_total")), sent) << text;
+	EXPECT_EQ(sample(text, series("airlock_sni_verdicts_total", ",verdict=\"pass\"")), 0.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_sni_verdicts_total", ",verdict=\"deny\"")), 0.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_budget_limit_bytes", ",rule=\"0\"")), 100000.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_budget_used_bytes", ",rule=\"0\"")),
+		  static_cast<double>(budgeted.size()))
+		<< text;
+	EXPECT_EQ(text.find("10.77.0.3"), std::string::npos) << "destinations are never labels";
+	Result check = run({"promtool", "check", "metrics"}, 20s, text);
+	EXPECT_EQ(check.status, 0) << check.describe();
+	// status --json says the same.
+	auto st = env().status_of(w);
+	ASSERT_TRUE(st);
+	EXPECT_EQ((*st)["proxy"].value("records_written", 0), 3) << st->dump();
+	EXPECT_EQ((*st)["proxy"].value("proxy_starts", 0), 1) << st->dump();
+
+	write_file(env().path("release"), "");
+	EXPECT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.describe();
+	EXPECT_FALSE(std::filesystem::exists(env().state_dir + "/world/" + w + ".stats.json"));
+	EXPECT_EQ(scrape(mport).find(w), std::string::npos);
 }
 
 // A metrics address that cannot be listened on stops the daemon at start

@@ -418,6 +418,10 @@ TEST_F(World, TheProxyIsUnprivilegedAndItsDeathFailsClosed)
 		}
 	}
 	ASSERT_TRUE(wait_until([&] { return p.err().find("it stays down") != std::string::npos; }, 5s)) << p.err();
+	// The first start and four restarts, as status (and metrics) count them.
+	auto st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_EQ((*st)["proxy"].value("proxy_starts", 0), 5) << st->dump();
 	write_file(go, "go");
 	ASSERT_EQ(p.wait(20s), std::optional<int>(0)) << p.describe() << p.out() << p.err();
 	json r;

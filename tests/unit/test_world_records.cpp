@@ -19,6 +19,7 @@
 
 #include "proxy/records.h"
 #include "proxy/world.h"
+#include "proxy/world_stats.h"
 
 namespace airlock::proxy {
 namespace {
@@ -335,6 +336,36 @@ TEST(WorldResponses, TheFirstMatchingResponseAnswers)
 	EXPECT_EQ(status("10.0.0.1", "DELETE", "/x"), 405u);
 	EXPECT_EQ(status("", "DELETE", "*"), 405u);
 	EXPECT_EQ(status("10.0.0.1", "GET", "/x"), 0u);
+}
+
+// The proxy's counts as the agent writes them down: every field by its
+// name, read back the same; anything else (not an object, a count missing,
+// negative, fractional, a string) is no counts at all.
+TEST(ProxyCounts, WrittenAndReadBackAndNothingElse)
+{
+	ProxyCounts c;
+	c.starts = 2;
+	uint64_t v = 1;
+	for (const auto& f : kStatsFields)
+		c.stats.*f.member = v++;
+	std::string text = proxy_counts_json(c);
+	auto back = parse_proxy_counts(text);
+	ASSERT_TRUE(back);
+	EXPECT_EQ(back->starts, 2u);
+	EXPECT_TRUE(back->stats == c.stats);
+	auto j = nlohmann::json::parse(text);
+	EXPECT_EQ(j.size(), std::size(kStatsFields) + 1);
+	EXPECT_EQ(j["sni_denied"], 12u);
+	EXPECT_EQ(j["connections"], 1u);
+
+	EXPECT_FALSE(parse_proxy_counts(""));
+	EXPECT_FALSE(parse_proxy_counts("[1, 2]"));
+	EXPECT_FALSE(parse_proxy_counts("{\"proxy_starts\": 1}"));
+	for (const char* bad : {"-1", "1.5", "\"3\"", "null"}) {
+		auto k = j;
+		k["records_written"] = nlohmann::json::parse(bad);
+		EXPECT_FALSE(parse_proxy_counts(k.dump())) << bad;
+	}
 }
 
 }  // namespace

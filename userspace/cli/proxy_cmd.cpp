@@ -23,9 +23,12 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <openssl/crypto.h>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -34,7 +37,7 @@
 #include "net/address.h"
 #include "policy/policy.h"
 #include "policy/dnsname.h"
-#include "proxy/gate_channel.h"
+#include "proxy/agent_channel.h"
 #include "proxy/tls.h"
 #include "proxy/world.h"
 #include "util/error.h"
@@ -320,6 +323,60 @@ private:
 	uint32_t last_id_ = 0;
 };
 
+// The proxy's counts to the agent: once a second while they change, and
+// once more as the proxy stops. A report the channel cannot take now is
+// dropped: the next one carries the totals.
+class StatsReporter {
+public:
+	StatsReporter(boost::asio::io_context& io, const proxy::WorldRecorder& recorder, int control_fd)
+		: timer_(io), recorder_(recorder), fd_(control_fd)
+	{
+	}
+
+	void start()
+	{
+		send(recorder_.stats());
+		tick();
+	}
+
+	void stop()
+	{
+		if (stopped_)
+			return;
+		stopped_ = true;
+		timer_.cancel();
+		send(recorder_.stats());
+	}
+
+private:
+	void tick()
+	{
+		timer_.expires_after(std::chrono::seconds(1));
+		timer_.async_wait([this](const boost::system::error_code& ec) {
+			if (ec || stopped_)
+				return;
+			auto s = recorder_.stats();
+			if (!(s == last_))
+				send(s);
+			tick();
+		});
+	}
+
+	void send(const proxy::WorldStats& s)
+	{
+		proxy::StatsReport r;
+		r.stats = s;
+		if (::send(fd_, &r, sizeof(r), MSG_DONTWAIT | MSG_NOSIGNAL) == sizeof(r))
+			last_ = s;
+	}
+
+	boost::asio::steady_timer timer_;
+	const proxy::WorldRecorder& recorder_;
+	int fd_;
+	proxy::WorldStats last_;
+	bool stopped_ = false;
+};
+
 // Where a client meant to go: its address and port as the proxy sees
 // them, in its network namespace, filed by the kernel as it connected (TCP)
 // or as its datagram left (UDP).
@@ -399,17 +456,25 @@ int cmd_proxy(const ProxyCommand& c)
 		return lookup_origin(origin_fd, slot, fd, from, IPPROTO_UDP);
 	};
 	std::shared_ptr<AgentGate> gate;
-	if (c.control_fd >= 0) {
+	if (c.control_fd >= 0)
 		check_fd(c.control_fd, "--control-fd", true);
+	if (c.learned_fd >= 0) {
+		if (c.control_fd < 0)
+			fail("--learned-fd: the SNI gate needs --control-fd too");
 		check_fd(c.learned_fd, "--learned-fd", false);
 		gate = std::make_shared<AgentGate>(io, *parsed.policy, c.control_fd, c.learned_fd);
 		o.gate = gate;
 	}
 	proxy::WorldRecorder recorder(io, o,
 				      [origin_fd, slot](int fd) { return lookup_connection(origin_fd, slot, fd); });
+	std::optional<StatsReporter> reporter;
+	if (c.control_fd >= 0)
+		reporter.emplace(io, recorder, c.control_fd);
 	boost::asio::signal_set signals(io, SIGTERM, SIGINT);
 	signals.async_wait([&](const boost::system::error_code&, int) {
 		recorder.stop();
+		if (reporter)
+			reporter->stop();
 		if (gate)
 			gate->stop();
 	});
@@ -420,6 +485,8 @@ int cmd_proxy(const ProxyCommand& c)
 	recorder.start();
 	if (gate)
 		gate->start();
+	if (reporter)
+		reporter->start();
 	spdlog::info("proxy of sandbox {}: recording as uid {}", c.sandbox, uid);
 	io.run();
 	auto s = recorder.stats();

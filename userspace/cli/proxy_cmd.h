@@ -17,9 +17,11 @@ struct ProxyCommand {
 	std::vector<int> listen_fds;
 	std::vector<int> udp_fds;
 	int ca_fd = -1;  // the world's CA (certificate and key, PEM), read and closed at start
-	// The SNI gate (a policy with gated rules): the channel to the agent
-	// (proxy/gate_channel.h) and the sandbox's learned addresses, read-only.
+	// The channel to the agent (proxy/agent_channel.h): the proxy's counts,
+	// and the SNI gate's questions.
 	int control_fd = -1;
+	// The sandbox's learned addresses, read-only: the SNI gate (a policy
+	// with gated rules).
 	int learned_fd = -1;
 };
 

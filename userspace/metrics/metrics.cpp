@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "events/audit.h"
+#include "proxy/world_stats.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/supervisor.h"
 #include "util/files.h"
@@ -79,6 +80,33 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 			      MetricType::Gauge);
 	auto learned = family("airlock_learned_addresses", "Unexpired addresses learned from DNS answers",
 			      MetricType::Gauge);
+	auto budget_limit = family("airlock_budget_limit_bytes", "A rule's egress byte budget (the kernel's)",
+				   MetricType::Gauge);
+	auto budget_used = family("airlock_budget_used_bytes",
+				  "What a budgeted rule's destinations were sent, counted in the kernel (from the "
+				  "sandbox's start, or the reload that changed the limit)",
+				  MetricType::Gauge);
+	auto px_starts = family("airlock_proxy_starts_total", "Starts of the sandbox's proxy (the first, and restarts)",
+				MetricType::Counter);
+	auto px_conns = family("airlock_proxy_connections_total", "Redirected connections the proxy accepted",
+			       MetricType::Counter);
+	auto px_closed = family("airlock_proxy_connections_closed_total",
+				"Accepted connections closed at once, by reason: no origin filed for them "
+				"(unknown-origin), or too many open (busy)",
+				MetricType::Counter);
+	auto px_dgrams = family("airlock_proxy_datagrams_total", "Redirected datagrams the proxy received",
+				MetricType::Counter);
+	auto px_bytes = family("airlock_proxy_received_bytes_total", "Bytes the proxy read from redirected connections",
+			       MetricType::Counter);
+	auto w_requests = family("airlock_world_requests_total", "What the recorder read, by kind: http requests, "
+				 "other tcp streams", MetricType::Counter);
+	auto w_dns = family("airlock_world_dns_queries_total", "DNS queries the world answered", MetricType::Counter);
+	auto w_records = family("airlock_world_records_total",
+				"Lines of the world's records file, written or dropped (its size cap, a failed write)",
+				MetricType::Counter);
+	auto sni = family("airlock_sni_verdicts_total",
+			  "Connections of gated rules the SNI gate passed and denied (each denial a violation)",
+			  MetricType::Counter);
 	auto count = family("airlock_sandboxes", "Sandboxes on this node", MetricType::Gauge);
 	auto build = family("airlock_build_info", "Version of this agent and of its kernel ABI", MetricType::Gauge);
 	add(build, {{"version", AIRLOCK_VERSION_STRING}, {"abi", std::to_string(AL_ABI_VERSION)}}, 1);
@@ -101,9 +129,11 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 		al_counters c{};
 		al_latch l{};
 		std::optional<al_sandbox> entry;
+		std::vector<kernel::Kernel::Budget> budgets;
 		size_t live = 0;
 		try {
 			c = k_->counters(r.slot);
+			budgets = k_->budgets(r.slot);
 			l = k_->latch(r.slot);
 			entry = k_->sandbox(r.cgroup_id);
 			for (const auto& e : k_->learned(r.slot))
@@ -159,9 +189,37 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 		add(frozen, {{"sandbox", s}}, ev && ev->frozen ? 1 : 0);
 		add(latched, {{"sandbox", s}}, l.violated_ns ? 1 : 0);
 		add(learned, {{"sandbox", s}}, static_cast<double>(live));
+		for (const auto& b : budgets) {
+			std::string rule = std::to_string(b.rule);
+			add(budget_limit, {{"sandbox", s}, {"rule", rule}}, static_cast<double>(b.limit));
+			add(budget_used, {{"sandbox", s}, {"rule", rule}}, static_cast<double>(b.used));
+		}
+		// The proxy's counts, as the agent that runs it last wrote them
+		// (figures the proxy claims); none without a proxy.
+		auto text = read_file(paths_.proxy_stats(r.name));
+		auto pc = text ? proxy::parse_proxy_counts(*text) : std::nullopt;
+		if (pc) {
+			const auto& w = pc->stats;
+			auto d = [](uint64_t v) { return static_cast<double>(v); };
+			add(px_starts, {{"sandbox", s}}, d(pc->starts));
+			add(px_conns, {{"sandbox", s}}, d(w.connections));
+			add(px_closed, {{"sandbox", s}, {"reason", "unknown-origin"}}, d(w.unknown));
+			add(px_closed, {{"sandbox", s}, {"reason", "busy"}}, d(w.refused_busy));
+			add(px_dgrams, {{"sandbox", s}}, d(w.datagrams));
+			add(px_bytes, {{"sandbox", s}}, d(w.bytes_in));
+			add(w_requests, {{"sandbox", s}, {"kind", "http"}}, d(w.http_requests));
+			add(w_requests, {{"sandbox", s}, {"kind", "tcp"}}, d(w.tcp_streams));
+			add(w_dns, {{"sandbox", s}}, d(w.dns_queries));
+			add(w_records, {{"sandbox", s}, {"result", "written"}}, d(w.records_written));
+			add(w_records, {{"sandbox", s}, {"result", "dropped"}}, d(w.records_dropped));
+			add(sni, {{"sandbox", s}, {"verdict", "pass"}}, d(w.sni_passed));
+			add(sni, {{"sandbox", s}, {"verdict", "deny"}}, d(w.sni_denied));
+		}
 	}
-	return {decisions, violations, dns,     answers, bytes,  packets, dbytes, lost,
-		suppressed, helper,  frozen, latched, learned, count, info,   build};
+	return {decisions, violations, dns,       answers,   bytes,      packets, dbytes,    lost,
+		suppressed, helper,     frozen,    latched,   learned,    budget_limit, budget_used,
+		px_starts,  px_conns,   px_closed, px_dgrams, px_bytes,   w_requests, w_dns, w_records,
+		sni,        count,      info,      build};
 }
 
 // The process_* series every Prometheus client exports, from /proc/self.

@@ -19,6 +19,7 @@
 #include "ops/control.h"
 #include "util/mountinfo.h"
 #include "kernel/kernel.h"
+#include "proxy/world_stats.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/supervisor.h"
@@ -190,6 +191,15 @@ std::vector<std::string> escape_warnings(const std::string& cgroup_path)
 	return out;
 }
 
+// The counts of the sandbox's proxy, as its agent last wrote them; null
+// without a proxy.
+json proxy_json(const Paths& paths, const std::string& name)
+{
+	auto text = read_file(paths.proxy_stats(name));
+	auto c = text ? proxy::parse_proxy_counts(*text) : std::nullopt;
+	return c ? json::parse(proxy::proxy_counts_json(*c)) : json(nullptr);
+}
+
 json status(const Paths& paths)
 {
 	auto records = load_records(paths);
@@ -223,6 +233,7 @@ json status(const Paths& paths)
 			  {"counters", counters_json(counters)},
 			  {"dns", dns_json_of(counters, learned.size(), live)},
 			  {"budgets", budgets_json(k->budgets(r.slot))},
+			  {"proxy", proxy_json(paths, r.name)},
 			  {"unix", unix_coverage(*k, r)}};
 		out["sandboxes"].push_back(s);
 	}

@@ -178,12 +178,46 @@ SandboxProxy::SandboxProxy(kernel::Kernel& k, const Paths& paths, const SandboxR
 	}
 	k_.create_origin_table(rec_.slot);
 	try {
+		// Every count exists, at 0, from the start.
+		make_dirs(paths_.state_dir + "/world", 0755);
+		write_stats();
 		start();
 	} catch (...) {
 		forget_ca();
+		::unlink(paths_.proxy_stats(rec_.name).c_str());
 		k_.delete_origin_table(rec_.slot);
 		throw;
 	}
+}
+
+proxy::ProxyCounts SandboxProxy::counts() const
+{
+	proxy::ProxyCounts c;
+	c.starts = starts_total_;
+	for (const auto& f : proxy::kStatsFields)
+		c.stats.*f.member = base_.*f.member + current_.*f.member;
+	return c;
+}
+
+void SandboxProxy::write_stats()
+{
+	stats_written_ = std::chrono::steady_clock::now();
+	try {
+		write_file_atomic(paths_.proxy_stats(rec_.name), proxy::proxy_counts_json(counts()) + "\n", 0644);
+	} catch (const std::exception& e) {
+		spdlog::warn("{}: {}", rec_.name, e.what());
+	}
+}
+
+// The proxy's counts since it started, as it claims them. Written down at
+// most 4 times a second, however often a proxy sends them (it sends at
+// most once a second); the latest waits for the next message, or the
+// proxy's exit.
+void SandboxProxy::take_stats(const proxy::StatsReport& r)
+{
+	current_ = r.stats;
+	if (std::chrono::steady_clock::now() - stats_written_ >= std::chrono::milliseconds(250))
+		write_stats();
 }
 
 void SandboxProxy::forget_ca()
@@ -202,6 +236,7 @@ SandboxProxy::~SandboxProxy()
 	}
 	stop();
 	forget_ca();
+	::unlink(paths_.proxy_stats(rec_.name).c_str());
 	try {
 		k_.delete_origin_table(rec_.slot);
 	} catch (const std::exception& e) {
@@ -212,6 +247,7 @@ SandboxProxy::~SandboxProxy()
 void SandboxProxy::start()
 {
 	starts_.push_back(std::chrono::steady_clock::now());
+	starts_total_++;
 	// Listeners first: the same port again if it is free, so that the
 	// records of one sandbox name one proxy port.
 	Fd l4 = listener(AF_INET, port_);
@@ -294,30 +330,32 @@ void SandboxProxy::start()
 		args.emplace_back("--ca-fd");
 		args.emplace_back(std::to_string(ca_fd));
 	}
-	// The SNI gate: the channel to this process and the learned names,
+	// The channel to this process, then the SNI gate's learned names,
 	// numbered after the CA.
 	Fd h_ctl, h_learned;
 	int ctl_fd = ca_fd + (h_ca.valid() ? 1 : 0);
 	int learned_fd = ctl_fd + 1;
-	if (gated()) {
+	{
 		int sv[2];
 		if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-			fail_errno("the SNI gate's channel to the proxy of sandbox " + rec_.name);
+			fail_errno("the channel to the proxy of sandbox " + rec_.name);
 		ctl_ = Fd(sv[0]);
 		Fd peer(sv[1]);
 		int nb = 1;
 		::ioctl(ctl_.get(), FIONBIO, &nb);
 		h_ctl = high_dup(peer.get());
+		args.emplace_back("--control-fd");
+		args.emplace_back(std::to_string(ctl_fd));
+	}
+	if (gated()) {
 		Fd learned = k_.learned_table_readonly(rec_.slot);
 		h_learned = high_dup(learned.get());
 		if (!origin_ro_.valid())
 			origin_ro_ = k_.origin_table_readonly(rec_.slot);
-		args.emplace_back("--control-fd");
-		args.emplace_back(std::to_string(ctl_fd));
 		args.emplace_back("--learned-fd");
 		args.emplace_back(std::to_string(learned_fd));
 	}
-	int last_fd = h_ctl.valid() ? learned_fd : ca_fd + (h_ca.valid() ? 1 : 0) - 1;
+	int last_fd = h_learned.valid() ? learned_fd : ctl_fd;
 	std::vector<char*> argv;
 	argv.reserve(args.size() + 1);
 	for (auto& a : args)
@@ -345,7 +383,7 @@ void SandboxProxy::start()
 				::_exit(127);
 		if (h_ca.valid() && ::dup2(h_ca.get(), ca_fd) < 0)
 			::_exit(127);
-		if (h_ctl.valid() && (::dup2(h_ctl.get(), ctl_fd) < 0 || ::dup2(h_learned.get(), learned_fd) < 0))
+		if (::dup2(h_ctl.get(), ctl_fd) < 0 || (h_learned.valid() && ::dup2(h_learned.get(), learned_fd) < 0))
 			::_exit(127);
 		::syscall(SYS_close_range, last_fd + 1, ~0u, 0);
 		::execv(o_.program.c_str(), argv.data());
@@ -384,21 +422,27 @@ void SandboxProxy::serve()
 	// At most this many a call: a proxy that floods the channel holds up
 	// nothing else the agent does.
 	for (int i = 0; i < 64 && ctl_.valid(); i++) {
-		proxy::GateRequest q;
+		union {
+			uint32_t type;
+			proxy::GateRequest gate;
+			proxy::StatsReport stats;
+		} m{};
 		// recv, not recvmsg: a descriptor the proxy sent along is dropped.
-		ssize_t n = ::recv(ctl_.get(), &q, sizeof(q), MSG_DONTWAIT);
+		// A message of another size than its type's is ignored whole.
+		ssize_t n = ::recv(ctl_.get(), &m, sizeof(m), MSG_DONTWAIT);
 		if (n == 0) {
 			ctl_.reset();  // the proxy is gone: its pidfd says so, reap() starts another
 			return;
 		}
 		if (n < 0)
 			return;
-		if (n != sizeof(q))
-			continue;
-		if (q.type == proxy::kGateConnect)
-			answer(q);
-		else if (q.type == proxy::kGateViolation)
-			report(q);
+		auto size = static_cast<size_t>(n);
+		if (m.type == proxy::kGateConnect && size == sizeof(m.gate))
+			answer(m.gate);
+		else if (m.type == proxy::kGateViolation && size == sizeof(m.gate))
+			report(m.gate);
+		else if (m.type == proxy::kProxyStats && size == sizeof(m.stats))
+			take_stats(m.stats);
 	}
 }
 
@@ -450,6 +494,9 @@ void SandboxProxy::answer(const proxy::GateRequest& q)
 // printable, bounded, and never trusted for more than the record).
 void SandboxProxy::report(const proxy::GateRequest& q)
 {
+	// Only the gate denies, and only for a rule it gates.
+	if (q.key.netns_cookie >= policy_.rules.size() || !policy_.rules[q.key.netns_cookie].tls_sni_require)
+		return;
 	auto text = [](const char* p, size_t n) { return printable(std::string(p, strnlen(p, n))); };
 	Address a = from_raw(q.key.family == AL_FAMILY_IPV6 ? AL_FAMILY_IPV6 : AL_FAMILY_IPV4, q.key.addr);
 	nlohmann::json j;
@@ -459,7 +506,7 @@ void SandboxProxy::report(const proxy::GateRequest& q)
 	j["dst"] = format_address(a);
 	j["port"] = q.key.port;
 	j["protocol"] = "tcp";
-	j["rule"] = q.key.netns_cookie < policy_.rules.size() ? nlohmann::json(q.key.netns_cookie) : nlohmann::json(nullptr);
+	j["rule"] = q.key.netns_cookie;
 	j["sni"] = text(q.sni, sizeof(q.sni));
 	j["reason"] = text(q.reason, sizeof(q.reason));
 	if (on_violation)
@@ -483,7 +530,14 @@ void SandboxProxy::stop()
 void SandboxProxy::reap()
 {
 	k_.set_proxy(rec_.slot, al_proxy{});
+	// What it said last (its final counts), then the channel closes; a
+	// proxy started again counts from 0, added to what this one counted.
+	serve();
 	ctl_.reset();
+	for (const auto& f : proxy::kStatsFields)
+		base_.*f.member += current_.*f.member;
+	current_ = {};
+	write_stats();
 	siginfo_t si{};
 	if (::waitid(static_cast<idtype_t>(P_PIDFD), pidfd_.get(), &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0)
 		return;  // not yet: the caller polls again

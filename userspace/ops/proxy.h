@@ -17,7 +17,8 @@
 
 #include "kernel/kernel.h"
 #include "policy/policy.h"
-#include "proxy/gate_channel.h"
+#include "proxy/agent_channel.h"
+#include "proxy/world_stats.h"
 #include "proxy/tls.h"
 #include "sandbox/state.h"
 #include "util/fd.h"
@@ -62,7 +63,7 @@ public:
 	// it died too often.
 	void reap();
 
-	// The SNI gate's channel (proxy/gate_channel.h), -1 without gated
+	// The SNI gate's channel (proxy/agent_channel.h), -1 without gated
 	// rules or while the proxy is down: readable when the proxy asks.
 	int control_fd() const { return ctl_.get(); }
 	// Answers what the proxy asked (a bounded number of messages a call):
@@ -73,6 +74,9 @@ public:
 	// The policy now enforced (a reload): a gated origin is checked against
 	// its rules.
 	void set_policy(const Policy& p) { policy_ = p; }
+	// The proxy's counts from the sandbox's start, over every restart
+	// (what STATE_DIR/world/SANDBOX.stats.json holds).
+	proxy::ProxyCounts counts() const;
 
 private:
 	void start();
@@ -81,6 +85,8 @@ private:
 	bool gated() const;
 	void answer(const proxy::GateRequest&);
 	void report(const proxy::GateRequest&);
+	void take_stats(const proxy::StatsReport&);
+	void write_stats();
 
 	kernel::Kernel& k_;
 	Paths paths_;
@@ -96,6 +102,10 @@ private:
 	Fd ctl_;        // the SNI gate's channel, the agent's end
 	Fd origin_ro_;  // the origin table, for the gate's lookups
 	std::vector<std::chrono::steady_clock::time_point> starts_;
+	uint64_t starts_total_ = 0;
+	proxy::WorldStats base_;     // what the proxies before this one counted
+	proxy::WorldStats current_;  // what this one said last
+	std::chrono::steady_clock::time_point stats_written_;
 };
 
 }  // namespace airlock::ops

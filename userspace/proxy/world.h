@@ -33,6 +33,7 @@
 #include "net/address.h"
 #include "policy/policy.h"
 #include "proxy/records.h"  // Origin
+#include "proxy/world_stats.h"
 
 namespace airlock::proxy {
 
@@ -91,21 +92,6 @@ struct WorldOptions {
 	size_t max_connections = 256;              // open at once; more are accepted and closed at once, counted
 	std::chrono::milliseconds idle_timeout{30000};  // silent this long (or not reading our answer): closed, recorded
 	uint64_t max_connection_bytes = 16ull << 20;    // read of one connection, then it is closed (recorded truncated)
-};
-
-struct WorldStats {
-	uint64_t connections = 0;      // accepted, all of them (unknown and busy included)
-	uint64_t unknown = 0;          // closed (a datagram: dropped): the lookup knew no origin
-	uint64_t refused_busy = 0;     // closed: max_connections were open
-	uint64_t http_requests = 0;    // requests read (whole, or their header whole)
-	uint64_t tcp_streams = 0;      // streams recorded as "tcp"
-	uint64_t datagrams = 0;        // received, all of them (unknown included)
-	uint64_t dns_queries = 0;      // answered by the world's DNS (UDP and TCP)
-	uint64_t records_written = 0;  // http and tcp lines in the file (not the records-full line)
-	uint64_t records_dropped = 0;  // lines not written: the cap, or a failed write
-	uint64_t bytes_in = 0;         // read from every connection
-	uint64_t sni_passed = 0;       // connections the SNI gate passed
-	uint64_t sni_denied = 0;       // ... and denied (each a violation)
 };
 
 class WorldImpl;

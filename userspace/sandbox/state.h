@@ -25,6 +25,9 @@ struct Paths {
 		return state_dir + "/sandboxes/" + name + ".policy." + std::to_string(bank) + ".json";
 	}
 	std::string kill_marker(const std::string& name) const { return state_dir + "/sandboxes/" + name + ".killed"; }
+	// A sandbox's proxy's counts, as its agent last heard them (JSON,
+	// proxy/world_stats.h names them): what metrics and `status` show.
+	std::string proxy_stats(const std::string& name) const { return state_dir + "/world/" + name + ".stats.json"; }
 };
 
 struct SandboxRecord {
