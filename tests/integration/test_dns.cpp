@@ -1380,6 +1380,20 @@ void Dns::sni_gate(const std::string& user)
 		name, policy,
 		Sequence({w.exec("pass", {"curl", "-sS", "--max-time", "5", "--cacert", cert,
 					  "https://allowed.test:9443/" + page}),
+			  // Python's and Node's own TLS, their own resolution.
+			  w.exec("python", {python(), "-c",
+					    "import ssl, sys, urllib.request\n"
+					    "c = ssl.create_default_context(cafile=sys.argv[1])\n"
+					    "u = urllib.request.urlopen('https://allowed.test:9443/' + sys.argv[2], context=c, timeout=5)\n"
+					    "print(u.read().decode(), end='')\n",
+					    cert, page}),
+			  w.exec("node", {"node", "-e",
+					  "const [cert, page] = process.argv.slice(1);"
+					  "require('https').get({host: 'allowed.test', port: 9443, path: '/' + page, "
+					  "ca: require('fs').readFileSync(cert), timeout: 5000}, r => {"
+					  "let b = ''; r.on('data', c => b += c); r.on('end', () => process.stdout.write(b)); })"
+					  ".on('error', e => { console.error(e.code); process.exit(1); });",
+					  cert, page}),
 			  w.exec("front", {"curl", "-sS", "--max-time", "5", "--cacert", cert, "--connect-to",
 					   "evil.test:9443:allowed.test:9443", "https://evil.test:9443/" + fronted}),
 			  // A name the rule covers, over the address another name of it
@@ -1399,8 +1413,8 @@ void Dns::sni_gate(const std::string& user)
 		},
 		15s))
 		<< counts.dump() << runner.describe();
-	EXPECT_EQ(counts.value("sni_passed", 0), 1) << counts.dump();
-	EXPECT_EQ(counts.value("connections", 0), 3) << counts.dump();
+	EXPECT_EQ(counts.value("sni_passed", 0), 3) << counts.dump();
+	EXPECT_EQ(counts.value("connections", 0), 5) << counts.dump();
 	write_file(release, "");
 	EXPECT_EQ(runner.wait(20s), std::optional<int>(0)) << runner.describe();
 	RunResult rr;
@@ -1409,6 +1423,11 @@ void Dns::sni_gate(const std::string& user)
 	json pass = result(rr, "pass"), front = result(rr, "front");
 	EXPECT_EQ(pass.value("status", -1), 0) << pass.dump();
 	EXPECT_EQ(pass.value("out", ""), page) << pass.dump();
+	for (const char* client : {"python", "node"}) {
+		json r = result(rr, client);
+		EXPECT_EQ(r.value("status", -1), 0) << r.dump();
+		EXPECT_EQ(r.value("out", ""), page) << r.dump();
+	}
 	EXPECT_NE(front.value("status", 0), 0) << front.dump();
 	EXPECT_EQ(front.value("out", ""), "") << front.dump();
 	EXPECT_EQ(origin.err().find("/" + fronted), std::string::npos) << origin.err();
