@@ -72,6 +72,46 @@ protected:
 		return world().start_run(spec(name, policy, cmd, o), o.nameserver);
 	}
 
+	// A TLS origin in the sink's namespace on [::]:9443 (Python's
+	// http.server and ssl), serving files from `www`, its certificate
+	// (openssl, self-signed) for allowed.test, *.allowed.test and evil.test.
+	struct TlsOrigin {
+		std::string cert, www;
+		Proc* proc = nullptr;
+	};
+	TlsOrigin tls_origin()
+	{
+		TlsOrigin t;
+		std::string dir = env().path("tls-origin");
+		t.www = dir + "/www";
+		std::filesystem::create_directories(t.www);
+		t.cert = dir + "/cert.pem";
+		std::string key = dir + "/key.pem";
+		auto made = run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+				 "/CN=allowed.test", "-addext",
+				 "subjectAltName=DNS:allowed.test,DNS:*.allowed.test,DNS:evil.test", "-keyout", key, "-out",
+				 t.cert},
+				30s);
+		EXPECT_EQ(made.status, 0) << made.err;
+		std::string server = env().write_text(
+			"tls_origin.py",
+			"import http.server, socket, ssl, sys, functools\n"
+			"class S(http.server.ThreadingHTTPServer): address_family = socket.AF_INET6\n"
+			"h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[3])\n"
+			"s = S(('::', 9443), h)\n"
+			"c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])\n"
+			"s.socket = c.wrap_socket(s.socket, server_side=True)\n"
+			"print('serving', flush=True)\n"
+			"s.serve_forever()\n");
+		Proc& origin = env().start({"ip", "netns", "exec", env().topo->sink_ns, python(), "-u", server, t.cert,
+					    key, t.www},
+					   "tls-origin");
+		wait_until([&] { return origin.out().find("serving") != std::string::npos || !origin.running(); }, 10s,
+			   10ms);
+		t.proc = &origin;
+		return t;
+	}
+
 	void sni_gate(const std::string& user);
 
 	json result(const RunResult& rr, const std::string& marker)
@@ -1335,32 +1375,13 @@ namespace {
 // passes, fronting is denied.
 void Dns::sni_gate(const std::string& user)
 {
-	std::string dir = env().path("tls-origin");
-	std::filesystem::create_directories(dir + "/www");
-	std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
-	auto made = run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-			     "/CN=allowed.test", "-addext", "subjectAltName=DNS:allowed.test,DNS:evil.test", "-keyout", key,
-			     "-out", cert}, 30s);
-	ASSERT_EQ(made.status, 0) << made.err;
+	TlsOrigin o = tls_origin();
+	ASSERT_TRUE(o.proc && o.proc->running()) << (o.proc ? o.proc->describe() : "");
+	Proc& origin = *o.proc;
+	std::string cert = o.cert;
 	std::string page = env().marker("gated"), fronted = env().marker("fronted");
-	write_file(dir + "/www/" + page, page);
-	write_file(dir + "/www/" + fronted, fronted);
-	std::string server = env().write_text(
-		"tls_origin.py",
-		"import http.server, socket, ssl, sys, functools\n"
-		"class S(http.server.ThreadingHTTPServer): address_family = socket.AF_INET6\n"
-		"h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[3])\n"
-		"s = S(('::', 9443), h)\n"
-		"c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); c.load_cert_chain(sys.argv[1], sys.argv[2])\n"
-		"s.socket = c.wrap_socket(s.socket, server_side=True)\n"
-		"print('serving', flush=True)\n"
-		"s.serve_forever()\n");
-	Proc& origin = env().start({"ip", "netns", "exec", env().topo->sink_ns, python(), "-u", server, cert, key,
-				    dir + "/www"},
-				   "tls-origin");
-	ASSERT_TRUE(wait_until([&] { return origin.out().find("serving") != std::string::npos || !origin.running(); },
-			       10s, 10ms));
-	ASSERT_TRUE(origin.running()) << origin.describe();
+	write_file(o.www + "/" + page, page);
+	write_file(o.www + "/" + fronted, fronted);
 
 	json p = standard_dns_policy("it-sni-gate");
 	p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9443})},
@@ -1475,6 +1496,71 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFrontingAsNobody)
 {
 	sni_gate("nobody");
+}
+
+// A reload that changes what the SNI gate judges by (here the gated rules
+// swap indices: the name that was rule 3 is rule 4) starts the proxy again
+// on the new policy: the same name passes before and after. A proxy left
+// on the old rules would judge allowed.test against *.allowed.test and
+// deny it.
+TEST_F(Dns, AReloadThatChangesGatedRulesStartsTheProxyAgain)
+{
+	TlsOrigin o = tls_origin();
+	ASSERT_TRUE(o.proc && o.proc->running()) << (o.proc ? o.proc->describe() : "");
+	std::string before = env().marker("before"), after = env().marker("after");
+	write_file(o.www + "/" + before, before);
+	write_file(o.www + "/" + after, after);
+	auto gated = [](const char* first, const char* second) {
+		json p = standard_dns_policy("it-sni-reload");
+		for (const char* d : {first, second})
+			p["rules"].push_back({{"action", "allow"}, {"domain", d}, {"ports", json::array({9443})},
+					      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+		return p;
+	};
+	std::string name = sandbox("sni-reload");
+	struct Cleanup {
+		std::string f;
+		~Cleanup() { std::filesystem::remove(f); }
+	} cleanup{"/var/log/airlock/world/" + name + ".jsonl"};
+	std::string reloaded = env().path("reloaded");
+	DnsWorld& w = world();
+	Proc& runner = background(
+		name, env().write_policy("sni-a.json", gated("allowed.test", "*.allowed.test")),
+		Sequence({w.exec("before", {"curl", "-sS", "--max-time", "5", "--cacert", o.cert,
+					    "https://allowed.test:9443/" + before}),
+			  env().py("wait_file.py", {reloaded, "30"}),
+			  w.exec("after", {"curl", "-sS", "--max-time", "5", "--cacert", o.cert,
+					   "https://allowed.test:9443/" + after})}));
+	ASSERT_TRUE(wait_until(
+		[&] {
+			auto st = env().status_of(name);
+			return st && (*st)["proxy"].is_object() && (*st)["proxy"].value("sni_passed", 0) == 1;
+		},
+		15s))
+		<< runner.describe();
+	Result r = env().airlock({"reload", name, env().write_policy("sni-b.json", gated("*.allowed.test", "allowed.test"))});
+	ASSERT_EQ(r.status, 0) << r.describe();
+	json counts;
+	EXPECT_TRUE(wait_until(
+		[&] {
+			auto st = env().status_of(name);
+			counts = st ? (*st)["proxy"] : json();
+			return counts.is_object() && counts.value("proxy_starts", 0) == 2;
+		},
+		10s))
+		<< counts.dump() << runner.describe();
+	write_file(reloaded, "");
+	EXPECT_EQ(runner.wait(20s), std::optional<int>(0)) << runner.describe();
+	RunResult rr;
+	rr.r.out = runner.out();
+	rr.out_json = json_objects_in(rr.r.out);
+	for (const auto& [tag, page] : {std::pair{"before", before}, std::pair{"after", after}}) {
+		json res = result(rr, tag);
+		EXPECT_EQ(res.value("status", -1), 0) << res.dump() << runner.describe();
+		EXPECT_EQ(res.value("out", ""), page) << res.dump();
+	}
+	EXPECT_NE(runner.err().find("the proxy starts again"), std::string::npos) << runner.err();
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include <bpf/bpf.h>
@@ -178,9 +179,8 @@ SandboxProxy::SandboxProxy(kernel::Kernel& k, const Paths& paths, const SandboxR
 	}
 	k_.create_origin_table(rec_.slot);
 	try {
-		// Every count exists, at 0, from the start.
+		// Every count exists, at 0, from the start (start() writes them).
 		make_dirs(paths_.state_dir + "/world", 0755);
-		write_stats();
 		start();
 	} catch (...) {
 		forget_ca();
@@ -406,6 +406,7 @@ void SandboxProxy::start()
 	if (u6.valid())
 		px.flags |= AL_PROXY_UDP6;
 	k_.set_proxy(rec_.slot, px);
+	write_stats();  // its start counted
 	spdlog::info("{}: proxy {} on 127.0.0.1:{}{}{}, records in {}", rec_.name, pid_, port_,
 		     l6.valid() ? fmt::format(" and [::1]:{}", port_) : "", u4.valid() ? " (TCP and UDP)" : " (TCP)",
 		     records_);
@@ -527,17 +528,59 @@ void SandboxProxy::stop()
 	pidfd_.reset();
 }
 
-void SandboxProxy::reap()
+// What the proxy said last (its final counts), then the channel closes; a
+// proxy started again counts from 0, added to what this one counted.
+void SandboxProxy::retire()
 {
-	k_.set_proxy(rec_.slot, al_proxy{});
-	// What it said last (its final counts), then the channel closes; a
-	// proxy started again counts from 0, added to what this one counted.
 	serve();
 	ctl_.reset();
 	for (const auto& f : proxy::kStatsFields)
 		base_.*f.member += current_.*f.member;
 	current_ = {};
 	write_stats();
+}
+
+namespace {
+
+// What the proxy reads of a policy: its gated rules (index, name), the world.
+bool same_for_the_proxy(const Policy& a, const Policy& b)
+{
+	auto gated = [](const Policy& p) {
+		std::vector<std::tuple<unsigned, std::string, bool>> out;
+		for (const auto& r : p.rules)
+			if (r.tls_sni_require)
+				out.emplace_back(r.index, r.domain.value_or(""), r.wildcard);
+		return out;
+	};
+	return gated(a) == gated(b) && a.world == b.world;
+}
+
+}  // namespace
+
+void SandboxProxy::set_policy(const Policy& p, unsigned bank)
+{
+	bool restart = !same_for_the_proxy(policy_, p);
+	policy_ = p;
+	rec_.bank = bank;
+	if (!restart || pid_ <= 0)
+		return;  // a proxy that stays down stays down
+	spdlog::info("{}: the policy's gated rules or world changed: the proxy starts again", rec_.name);
+	k_.set_proxy(rec_.slot, al_proxy{});
+	stop();
+	retire();
+	records_ = records_file(policy_, rec_.name);
+	try {
+		start();
+	} catch (const std::exception& e) {
+		spdlog::error("{}: the proxy could not start again: {}; redirected connects fail (reason no-proxy)",
+			      rec_.name, e.what());
+	}
+}
+
+void SandboxProxy::reap()
+{
+	k_.set_proxy(rec_.slot, al_proxy{});
+	retire();
 	siginfo_t si{};
 	if (::waitid(static_cast<idtype_t>(P_PIDFD), pidfd_.get(), &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0)
 		return;  // not yet: the caller polls again

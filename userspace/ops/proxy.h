@@ -71,9 +71,13 @@ public:
 	// on_violation (an audit record).
 	void serve();
 	std::function<void(const nlohmann::json&)> on_violation;
-	// The policy now enforced (a reload): a gated origin is checked against
-	// its rules.
-	void set_policy(const Policy& p) { policy_ = p; }
+	// The policy now enforced (a reload), compiled into `bank`: a gated
+	// origin is checked against its rules; when what the proxy reads of it
+	// changed (the gated rules, the world), the proxy is started again on
+	// it, its port cleared in the kernel first (connects meanwhile fail
+	// closed). generation() changes then: its descriptors are new.
+	void set_policy(const Policy& p, unsigned bank);
+	uint64_t generation() const { return starts_total_; }
 	// The proxy's counts from the sandbox's start, over every restart
 	// (what STATE_DIR/world/SANDBOX.stats.json holds).
 	proxy::ProxyCounts counts() const;
@@ -86,6 +90,7 @@ private:
 	void answer(const proxy::GateRequest&);
 	void report(const proxy::GateRequest&);
 	void take_stats(const proxy::StatsReport&);
+	void retire();
 	void write_stats();
 
 	kernel::Kernel& k_;

@@ -105,12 +105,22 @@ siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::functi
 		add(sup->epoll_fd(), 1);
 	add(child.pidfd.get(), 2);
 	add(sigfd, 3);
-	// The proxy's exit: it is started again, with a new descriptor.
-	if (proxy && proxy->pidfd() >= 0)
-		add(proxy->pidfd(), 4);
-	// The SNI gate's questions: a new channel with each start of the proxy.
-	if (proxy && proxy->control_fd() >= 0)
-		add(proxy->control_fd(), 5);
+	// The proxy's exit (tag 4), and what it asks and reports (5): new
+	// descriptors with each start of the proxy (after its death, or a
+	// reload), their tags carrying the start's generation, so that an event
+	// of a proxy already replaced is ignored.
+	uint64_t generation = 0;
+	auto proxy_tag = [&](uint64_t tag) { return tag | (generation << 8); };
+	auto watch_proxy = [&] {
+		if (!proxy || proxy->generation() == generation)
+			return;
+		generation = proxy->generation();
+		if (proxy->pidfd() >= 0)
+			add(proxy->pidfd(), proxy_tag(4));
+		if (proxy->control_fd() >= 0)
+			add(proxy->control_fd(), proxy_tag(5));
+	};
+	watch_proxy();
 	siginfo_t si{};
 	for (bool exited = false; !exited;) {
 		struct epoll_event evs[8];
@@ -119,17 +129,16 @@ siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::functi
 		int n = ::epoll_wait(ep.get(), evs, 8, 200);
 		if (n < 0 && errno != EINTR)
 			fail_errno("epoll_wait");
-		if (sup)
+		if (sup) {
+			sup->follow_outside_reload();
 			sup->poll();
+		}
 		for (int i = 0; i < n; i++) {
-			if (evs[i].data.u64 == 4 && proxy) {
-				::epoll_ctl(ep.get(), EPOLL_CTL_DEL, proxy->pidfd(), nullptr);
+			if (proxy && evs[i].data.u64 == proxy_tag(4) && proxy->generation() == generation) {
+				// Its pidfd and channel close (and leave the set) once it
+				// is reaped; watch_proxy() adds the next one's.
 				proxy->reap();
-				if (proxy->pidfd() >= 0)
-					add(proxy->pidfd(), 4);
-				if (proxy->control_fd() >= 0)
-					add(proxy->control_fd(), 5);
-			} else if (evs[i].data.u64 == 5 && proxy) {
+			} else if (proxy && evs[i].data.u64 == proxy_tag(5) && proxy->generation() == generation) {
 				proxy->serve();
 				if (sup)
 					sup->poll();  // a denied connection set the latch: the freeze starts now
@@ -148,6 +157,7 @@ siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::functi
 				}
 			}
 		}
+		watch_proxy();
 	}
 	return si;
 }
@@ -315,7 +325,7 @@ int run(const Paths& paths, const RunOptions& o)
 			};
 			sup->on_reload = [&proxy, &sup](bool ok) {
 				if (ok && proxy)
-					proxy->set_policy(sup->policy());
+					proxy->set_policy(sup->policy(), sup->record().bank);
 			};
 		}
 	} catch (...) {

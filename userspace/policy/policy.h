@@ -70,6 +70,7 @@ struct WorldResponse {
 	unsigned status = 200;
 	std::vector<std::pair<std::string, std::string>> headers;
 	std::string body;
+	bool operator==(const WorldResponse&) const = default;
 };
 
 // What the world's DNS answers with (world.dns "synthesize"): one address
@@ -88,6 +89,7 @@ struct WorldPolicy {
 	// any rule (for names that rules allow or redirect).
 	bool synthesize_dns = true;
 	std::vector<WorldResponse> responses;
+	bool operator==(const WorldPolicy&) const = default;
 };
 
 // An EDNS option a query may carry, at most once, with at most max_length bytes.

@@ -1,5 +1,7 @@
 #include "sandbox/supervisor.h"
 
+#include <sys/stat.h>
+
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -245,6 +247,21 @@ void Supervisor::refresh()
 	rec_ = *r;
 	if (auto parsed = parse_policy_file(paths_.policy_copy(rec_.name, rec_.bank)); parsed.policy)
 		policy_ = *parsed.policy;
+}
+
+void Supervisor::follow_outside_reload()
+{
+	struct stat st{};
+	if (::stat(paths_.record_file(rec_.name).c_str(), &st) != 0 || st.st_ino == record_ino_)
+		return;
+	record_ino_ = st.st_ino;
+	auto r = load_record(paths_, rec_.name);
+	if (!r || r->bank == rec_.bank)
+		return;
+	refresh();
+	spdlog::info("{}: reloaded by another process: now '{}'", rec_.name, policy_.name);
+	if (on_reload)
+		on_reload(true);
 }
 
 void Supervisor::start_quarantine()

@@ -1,4 +1,5 @@
 #pragma once
+#include <sys/types.h>
 // What acts on one sandbox's kernel state from user space: its events go to
 // the audit log (and, rate-limited, the terminal), its latch to a freeze or a
 // kill, its learned addresses are swept. `airlock run` has one for its own
@@ -42,6 +43,11 @@ public:
 	// The sandbox was reloaded by someone else: take up its record and the
 	// policy its live bank was compiled from.
 	void refresh();
+	// For a supervisor no daemon tells (`airlock run` alone): when the
+	// sandbox's record was replaced with another bank live (`airlock
+	// reload` from another process), refresh() and on_reload(true). A
+	// stat(2) when nothing changed.
+	void follow_outside_reload();
 
 	const SandboxRecord& record() const { return rec_; }
 	const Policy& policy() const { return policy_; }  // what the live bank was compiled from
@@ -74,6 +80,7 @@ private:
 	kernel::Kernel& k_;
 	const Paths& paths_;
 	SandboxRecord rec_;
+	ino_t record_ino_ = 0;  // of the record file last looked at
 	Policy policy_;  // what the live bank was compiled from, to name rules
 	AuditLog audit_;
 	Fd ring_fd_;
