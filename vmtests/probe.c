@@ -12,6 +12,11 @@
 //   probe dnsa ADDR NAME
 //                an A query for NAME to ADDR:53 (unconnected): "DNSA from
 //                SRC:PORT answer ADDRESS", or "DNSA send|recv <errno>"
+//   probe hello ADDR PORT SNI
+//                a TCP connect to ADDR:PORT, then a minimal TLS 1.2
+//                ClientHello naming SNI, then what comes back (3 s at most):
+//                "HELLO <SNI> back <text>", "HELLO <SNI> closed", or
+//                "HELLO <SNI> connect|send <errno>"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -88,8 +93,60 @@ static int edns(void)
 	}
 }
 
+static int hello(const char *addr, int port, const char *sni)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+	unsigned char m[600];
+	size_t nl = strlen(sni), n = 0;
+	if (inet_pton(AF_INET, addr, &a.sin_addr) != 1 || nl == 0 || nl > 253)
+		return 2;
+	/* server_name extension: type 0, its length, the list's, host_name (0), the name's. */
+	size_t ext = 2 + 2 + 2 + 1 + 2 + nl;
+	/* client_version, random, session id, cipher suites, compression, extensions. */
+	size_t body = 2 + 32 + 1 + 4 + 2 + 2 + ext;
+	m[n++] = 0x16, m[n++] = 3, m[n++] = 1, m[n++] = (unsigned char)((body + 4) >> 8), m[n++] = (unsigned char)(body + 4);
+	m[n++] = 1, m[n++] = 0, m[n++] = (unsigned char)(body >> 8), m[n++] = (unsigned char)body;
+	m[n++] = 3, m[n++] = 3;
+	memset(m + n, 0x5a, 32);
+	n += 32;
+	m[n++] = 0;                                   /* session id */
+	m[n++] = 0, m[n++] = 2, m[n++] = 0xc0, m[n++] = 0x2f;  /* one cipher suite */
+	m[n++] = 1, m[n++] = 0;                       /* null compression */
+	m[n++] = (unsigned char)(ext >> 8), m[n++] = (unsigned char)ext;
+	m[n++] = 0, m[n++] = 0;
+	m[n++] = (unsigned char)((nl + 5) >> 8), m[n++] = (unsigned char)(nl + 5);
+	m[n++] = (unsigned char)((nl + 3) >> 8), m[n++] = (unsigned char)(nl + 3);
+	m[n++] = 0;
+	m[n++] = (unsigned char)(nl >> 8), m[n++] = (unsigned char)nl;
+	memcpy(m + n, sni, nl);
+	n += nl;
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct timeval tv = {.tv_sec = 3};
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		printf("HELLO %s connect %d\n", sni, errno);
+		return 0;
+	}
+	if (send(s, m, n, 0) != (ssize_t)n) {
+		printf("HELLO %s send %d\n", sni, errno);
+		return 0;
+	}
+	char r[128];
+	ssize_t got = recv(s, r, sizeof(r) - 1, 0);
+	if (got > 0) {
+		r[got] = 0;
+		r[strcspn(r, "\r\n")] = 0;
+		printf("HELLO %s back %s\n", sni, r);
+	} else {
+		printf("HELLO %s closed\n", sni);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 5 && strcmp(argv[1], "hello") == 0)
+		return hello(argv[2], atoi(argv[3]), argv[4]);
 	if (argc == 2 && strcmp(argv[1], "fam") == 0) {
 		fam(40, SOCK_STREAM, 0);   // AF_VSOCK
 		fam(17, SOCK_RAW, 0);      // AF_PACKET

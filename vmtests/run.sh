@@ -8,6 +8,8 @@
 # leave its cgroup, a DNS query with an unlisted EDNS option never reaches
 # the resolver, on_violation kill ends the sandbox; where 6.1 lacks a
 # mechanism (unix hooks, a signal from sock_addr programs) airlock says so.
+# World mode records a request and a datagram; the SNI gate passes the
+# rule's name and denies another over its address.
 # Needs: qemu-system-x86, busybox-static, and the kernel package, which this
 # script downloads from Debian's archive with apt-get (nothing is installed).
 set -euo pipefail
@@ -49,6 +51,11 @@ cat > "$root/world.json" <<'JSON'
  "rules": [{"action": "redirect", "cidr": "0.0.0.0/0", "to": "world"},
            {"action": "redirect", "cidr": "::/0", "to": "world"}],
  "world": {"records": "/tmp/world"}}
+JSON
+cat > "$root/gate.json" <<'JSON'
+{"version": 1, "name": "vm-gate", "on_violation": "deny",
+ "rules": [{"action": "allow", "domain": "allowed.test", "ports": [8443], "protocol": "tcp", "tls": {"sni": "require"}}],
+ "dns": {"resolvers": ["127.0.0.1"], "types": ["A"]}}
 JSON
 cat > "$root/init" <<'INIT'
 #!/bin/sh
@@ -93,6 +100,14 @@ airlock run --policy /world.json --name vm-world --audit-log /tmp/world-audit.js
   sh -c 'printf "GET /vm-world HTTP/1.0\r\nHost: example.test\r\n\r\n" | nc -w 3 203.0.113.10 80;
          probe udp 203.0.113.11 5353 VMWORLD-UDP; probe dnsa 203.0.113.53 vmworld' > /tmp/world.out 2>/tmp/world.err
 echo "VMTEST world-exit $?"
+# The SNI gate on this kernel: allowed.test's learned address, a ClientHello
+# naming evil.test denied, one naming allowed.test spliced to the origin.
+echo GATE-UP | nc -l -p 8443 > /tmp/got-gate &
+sleep 1
+airlock run --policy /gate.json --name vm-gate --audit-log /tmp/gate-audit.jsonl -- \
+  sh -c 'nslookup -type=A allowed.test 127.0.0.1 >/dev/null; probe hello 127.0.0.1 8443 evil.test;
+         probe hello 127.0.0.1 8443 allowed.test' > /tmp/gate.out 2>/tmp/gate.err
+echo "VMTEST gate-exit $?"
 sleep 1
 ok=0
 grep -q AIRLOCK-VM-OK /tmp/got && grep -q '"hook":"connect4"' /tmp/audit.jsonl && grep -q '"port":8081' /tmp/audit.jsonl && ok=1
@@ -127,6 +142,14 @@ grep -q '"dst":"203.0.113.10","port":80' /tmp/world/vm-world.jsonl && grep -q '"
   grep -q '^DNSA from 203.0.113.53:53 answer 198.18.0.1$' /tmp/world.out && \
   grep -q '"kind":"dns","dst":"203.0.113.53","port":53,"protocol":"udp","bytes_in":25,"query":"vmworld","qtype":"A","rcode":"NOERROR","answer":"198.18.0.1"' /tmp/world/vm-world.jsonl || \
   { echo "VMTEST world"; cat /tmp/world.err /tmp/world.out /tmp/world/vm-world.jsonl; ok=0; }
+# The gate: the fronted name closed and recorded with its reason, audited as
+# a violation; the rule's name got the origin's answer, recorded as passed.
+gr=/var/log/airlock/world/vm-gate.jsonl
+grep -q '^HELLO evil.test closed$' /tmp/gate.out && grep -q '^HELLO allowed.test back GATE-UP$' /tmp/gate.out && \
+  grep -q '"verdict":"deny","sni":"evil.test","reason":"'"'"'evil.test'"'"' is not allowed.test of rule 0"' $gr && \
+  grep -q '"verdict":"pass","sni":"allowed.test"' $gr && \
+  grep -q '"event":"sni-gate".*"violation":true\|"violation":true.*"event":"sni-gate"' /tmp/gate-audit.jsonl || \
+  { echo "VMTEST gate"; cat /tmp/gate.err /tmp/gate.out $gr /tmp/gate-audit.jsonl; ok=0; }
 cat /tmp/audit.jsonl /tmp/contain.jsonl
 if [ $ok = 1 ]; then echo "VMTEST PASS"; else echo "VMTEST FAIL"; fi
 poweroff -f
