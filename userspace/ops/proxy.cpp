@@ -430,15 +430,16 @@ void SandboxProxy::serve()
 		} m{};
 		// recv, not recvmsg: a descriptor the proxy sent along is dropped.
 		// A message of another size than its type's is ignored whole.
-		ssize_t n = ::recv(ctl_.get(), &m, sizeof(m), MSG_DONTWAIT);
+		ssize_t n = ::recv(ctl_.get(), &m, sizeof(m), MSG_DONTWAIT | MSG_TRUNC);
 		if (n == 0) {
 			ctl_.reset();  // the proxy is gone: its pidfd says so, reap() starts another
 			return;
 		}
 		if (n < 0)
 			return;
+		// MSG_TRUNC: n is the message's own length, however long.
 		auto size = static_cast<size_t>(n);
-		if (m.type == proxy::kGateConnect && size == sizeof(m.gate))
+		if (m.type == proxy::kGateConnect && size == sizeof(m.gate) && !draining_)
 			answer(m.gate);
 		else if (m.type == proxy::kGateViolation && size == sizeof(m.gate))
 			report(m.gate);
@@ -532,7 +533,12 @@ void SandboxProxy::stop()
 // proxy started again counts from 0, added to what this one counted.
 void SandboxProxy::retire()
 {
-	serve();
+	// Its last messages, until none is left (bounded: the socket's
+	// buffer); no socket is made for a proxy that is gone.
+	draining_ = true;
+	for (int i = 0; i < 64 && ctl_.valid(); i++)
+		serve();
+	draining_ = false;
 	ctl_.reset();
 	for (const auto& f : proxy::kStatsFields)
 		base_.*f.member += current_.*f.member;
@@ -559,19 +565,28 @@ bool same_for_the_proxy(const Policy& a, const Policy& b)
 
 void SandboxProxy::set_policy(const Policy& p, unsigned bank)
 {
-	bool restart = !same_for_the_proxy(policy_, p);
-	policy_ = p;
-	rec_.bank = bank;
-	if (!restart || pid_ <= 0)
-		return;  // a proxy that stays down stays down
-	spdlog::info("{}: the policy's gated rules or world changed: the proxy starts again", rec_.name);
-	k_.set_proxy(rec_.slot, al_proxy{});
-	stop();
-	retire();
-	records_ = records_file(policy_, rec_.name);
+	bool restart = !same_for_the_proxy(policy_, p) && pid_ > 0;  // a proxy that stays down stays down
 	try {
+		if (restart) {
+			spdlog::info("{}: the policy's gated rules or world changed: the proxy starts again", rec_.name);
+			k_.set_proxy(rec_.slot, al_proxy{});
+			// What the old proxy said last is read under the policy it
+			// judged by.
+			stop();
+			retire();
+		}
+		policy_ = p;
+		rec_.bank = bank;
+		if (!restart)
+			return;
+		records_ = records_file(policy_, rec_.name);
 		start();
+		// A start for a reload is not a death: it counts in the starts,
+		// not against the restarts allowed.
+		starts_.pop_back();
 	} catch (const std::exception& e) {
+		policy_ = p;
+		rec_.bank = bank;
 		spdlog::error("{}: the proxy could not start again: {}; redirected connects fail (reason no-proxy)",
 			      rec_.name, e.what());
 	}

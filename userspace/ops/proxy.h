@@ -108,6 +108,7 @@ private:
 	Fd origin_ro_;  // the origin table, for the gate's lookups
 	std::vector<std::chrono::steady_clock::time_point> starts_;
 	uint64_t starts_total_ = 0;
+	bool draining_ = false;  // retire(): a connect request is not answered
 	proxy::WorldStats base_;     // what the proxies before this one counted
 	proxy::WorldStats current_;  // what this one said last
 	std::chrono::steady_clock::time_point stats_written_;

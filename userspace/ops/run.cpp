@@ -130,7 +130,11 @@ siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::functi
 		if (n < 0 && errno != EINTR)
 			fail_errno("epoll_wait");
 		if (sup) {
-			sup->follow_outside_reload();
+			try {
+				sup->follow_outside_reload();
+			} catch (const std::exception& e) {
+				spdlog::error("{}: following a reload: {}", sup->record().name, e.what());
+			}
 			sup->poll();
 		}
 		for (int i = 0; i < n; i++) {

@@ -245,6 +245,9 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 	k.clear_latch(r.slot);
 	if (!r.attached)
 		cgroup::remove(r.cgroup);
+	// Its proxy's counts, which the agent that ran it may not have removed
+	// (it was killed).
+	::unlink(paths.proxy_stats(r.name).c_str());
 	remove_record(paths, r.name);
 }
 

@@ -256,10 +256,15 @@ void Supervisor::follow_outside_reload()
 		return;
 	record_ino_ = st.st_ino;
 	auto r = load_record(paths_, rec_.name);
-	if (!r || r->bank == rec_.bank)
+	if (!r || r->cgroup_id != rec_.cgroup_id)
 		return;
+	// Whatever replaced it (two reloads between looks may leave the same
+	// bank live, with another policy): the live bank's policy is read
+	// again, and the hooks compare it with what they hold.
+	bool other_bank = r->bank != rec_.bank;
 	refresh();
-	spdlog::info("{}: reloaded by another process: now '{}'", rec_.name, policy_.name);
+	if (other_bank)
+		spdlog::info("{}: reloaded by another process: now '{}'", rec_.name, policy_.name);
 	if (on_reload)
 		on_reload(true);
 }
