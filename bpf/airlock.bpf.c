@@ -187,9 +187,9 @@ int al_getpeername6(struct bpf_sock_addr *ctx)
 	return 1;
 }
 
-/* A datagram from the proxy to a redirected socket comes from where the
- * socket sent (an answer to a DNS query, say): its latest origin. Any other
- * sender is left as it is. */
+/* A datagram from the proxy (or the target) to a redirected socket comes
+ * from where the socket sent (an answer to a DNS query, say): its latest
+ * origin. Any other sender is left as it is. */
 static __always_inline struct al_sk_origin *al_answered(struct bpf_sock_addr *ctx, const struct al_dest *src)
 {
 	struct al_sk_origin *so = al_redirected(ctx);
@@ -197,6 +197,8 @@ static __always_inline struct al_sk_origin *al_answered(struct bpf_sock_addr *ct
 
 	if (!so || so->origin.protocol != IPPROTO_UDP)
 		return 0;
+	if (so->flags & AL_SK_TARGET)
+		return al_is_target(so, src) ? so : 0;
 	ps = al_proxy_slot_of(src);
 	return ps && *ps == so->origin.slot ? so : 0;
 }
@@ -235,6 +237,99 @@ int al_sockops(struct bpf_sock_ops *skops)
 {
 	if (skops->op == BPF_SOCK_OPS_TCP_CONNECT_CB)
 		al_file_origin(skops);
+	return 1;
+}
+
+/* getsockopt(SO_ORIGINAL_DST) of a target's accepted connection, in the
+ * target's cgroup (not a sandbox's): where the connection was meant to go,
+ * as netfilter answers it, so that a transparent proxy works unmodified.
+ * The connection is found by both its ends in the table of each sandbox
+ * that redirects to targets; any other call is left as the kernel made it. */
+struct al_target_find {
+	struct al_target_origin_key key;
+	struct al_origin origin;
+	int found;
+};
+
+static long al_find_target_origin(__u32 slot, void *arg)
+{
+	struct al_target_find *f = arg;
+	void *table = al_target_origin_table_of(slot);
+	struct al_origin *o;
+
+	if (!table)
+		return 0;
+	o = bpf_map_lookup_elem(table, &f->key);
+	if (!o || o->slot != slot)
+		return 0;
+	f->origin = *o;
+	f->found = 1;
+	return 1;
+}
+
+#define AL_SOL_IP 0
+#define AL_SOL_IPV6 41
+#define AL_AF_INET 2
+#define AL_AF_INET6 10
+
+SEC("cgroup/getsockopt")
+int al_original_dst(struct bpf_sockopt *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+	struct al_target_find f = {};
+
+	if (ctx->optname != AL_SO_ORIGINAL_DST || (ctx->level != AL_SOL_IP && ctx->level != AL_SOL_IPV6) || !sk ||
+	    sk->protocol != IPPROTO_TCP)
+		return 1;
+	__u32 src6[4] = { sk->src_ip6[0], sk->src_ip6[1], sk->src_ip6[2], sk->src_ip6[3] };
+	__u32 dst6[4] = { sk->dst_ip6[0], sk->dst_ip6[1], sk->dst_ip6[2], sk->dst_ip6[3] };
+
+	f.key.netns_cookie = bpf_get_netns_cookie(ctx);
+	f.key.protocol = IPPROTO_TCP;
+	f.key.port = bpf_ntohs(sk->dst_port);
+	f.key.target_port = (__u16)sk->src_port;
+	f.key.family = al_key_addr(f.key.addr, sk->family, sk->dst_ip4, dst6);
+	if (al_key_addr(f.key.target, sk->family, sk->src_ip4, src6) != f.key.family)
+		return 1;
+	bpf_loop(AL_MAX_SANDBOXES, al_find_target_origin, &f, 0);
+	if (!f.found)
+		return 1;
+
+	__u8 *out = ctx->optval;
+	if (ctx->level == AL_SOL_IP) {
+		struct sockaddr_in4 {
+			__u16 family;
+			__u16 port;
+			__u32 addr;
+			__u8 zero[8];
+		} sin = { .family = AL_AF_INET, .port = bpf_htons(f.origin.port) };
+
+		if (f.origin.family != AL_FAMILY_IPV4 || (void *)(out + sizeof(sin)) > ctx->optval_end)
+			return 1;
+		__builtin_memcpy(&sin.addr, f.origin.addr, 4);
+		__builtin_memcpy(out, &sin, sizeof(sin));
+		ctx->optlen = sizeof(sin);
+	} else {
+		struct sockaddr_in6_ {
+			__u16 family;
+			__u16 port;
+			__u32 flowinfo;
+			__u32 addr[4];
+			__u32 scope_id;
+		} sin6 = { .family = AL_AF_INET6, .port = bpf_htons(f.origin.port) };
+
+		if ((void *)(out + sizeof(sin6)) > ctx->optval_end)
+			return 1;
+		if (f.origin.family == AL_FAMILY_IPV4) {
+			sin6.addr[2] = bpf_htonl(0x0000ffff);
+			__builtin_memcpy(&sin6.addr[3], f.origin.addr, 4);
+		} else {
+			__builtin_memcpy(sin6.addr, f.origin.addr, 16);
+		}
+		__builtin_memcpy(out, &sin6, sizeof(sin6));
+		ctx->optlen = sizeof(sin6);
+	}
+	ctx->retval = 0;
 	return 1;
 }
 

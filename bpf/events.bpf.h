@@ -80,11 +80,12 @@ static __always_inline void al_count_helper(struct al_counters *c, const struct 
 
 /* A denial that fails the call and is counted, but is no violation: a
  * refuse rule, UDP to a destination redirected over TCP only (QUIC falls
- * back to TCP), a redirect while the proxy is down (not the sandbox's
- * doing). */
+ * back to TCP), a redirect while the proxy is down or to a target the
+ * socket's family cannot reach (not the sandbox's doing). */
 static __always_inline int al_refusal(__u8 reason)
 {
-	return reason == AL_REASON_REFUSED || reason == AL_REASON_REDIRECT_UDP || reason == AL_REASON_NO_PROXY;
+	return reason == AL_REASON_REFUSED || reason == AL_REASON_REDIRECT_UDP || reason == AL_REASON_NO_PROXY ||
+	       reason == AL_REASON_REDIRECT_FAMILY;
 }
 
 static __always_inline void al_count(struct al_counters *c, __u8 hook,

@@ -268,6 +268,29 @@ struct {
 	__type(value, struct al_sk_origin);
 } al_sk_origin SEC(".maps");
 
+/* Redirect rules to a target of the operator's, and the origins of the
+ * connections that reached one: a table per sandbox, as al_origin. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, AL_TARGETS_MAX);
+	__type(key, struct al_target_key);
+	__type(value, struct al_target);
+} al_target SEC(".maps");
+
+struct al_target_origin_table {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AL_ORIGINS_PER_SANDBOX);
+	__uint(key_size, sizeof(struct al_target_origin_key));
+	__uint(value_size, sizeof(struct al_origin));
+} al_target_origin_template SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, AL_MAX_SANDBOXES);
+	__type(key, __u32);
+	__array(values, struct al_target_origin_table);
+} al_target_origin SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, AL_BUDGETS_MAX);

@@ -47,12 +47,18 @@ static __always_inline int al_proxy_takes(const struct al_proxy *px, const struc
 	return !v6 || (px->flags & AL_PROXY_IPV6);
 }
 
-/* The redirect of a connect or a datagram: the socket remembers its
- * origin, the call goes on to the proxy. The family of the socket decides how the proxy is
- * written: an IPv6 socket reaches the IPv4 listener as ::ffff:127.0.0.1.
- * Returns 0 when the origin cannot be kept (then nothing is rewritten). */
-static __always_inline int al_redirect(struct bpf_sock_addr *ctx, const struct al_sandbox *sb,
-				       const struct al_dest *dst, __u16 rule, const struct al_proxy *px, int v6)
+/* The rule's target of the operator's ("to": "HOST:PORT"), or 0: the proxy. */
+static __always_inline const struct al_target *al_target_of(const struct al_sandbox *sb, __u16 rule)
+{
+	struct al_target_key key = { .policy_id = sb->policy_id, .rule = rule };
+
+	return bpf_map_lookup_elem(&al_target, &key);
+}
+
+/* The socket remembers where a redirected connect or datagram meant to go.
+ * Returns 0 when it cannot (then nothing is rewritten). */
+static __always_inline struct al_sk_origin *al_keep_origin(struct bpf_sock_addr *ctx, const struct al_sandbox *sb,
+							   const struct al_dest *dst, __u16 rule)
 {
 	struct al_sk_origin *so = bpf_sk_storage_get(&al_sk_origin, ctx->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 
@@ -66,22 +72,60 @@ static __always_inline int al_redirect(struct bpf_sock_addr *ctx, const struct a
 	__builtin_memcpy(so->origin.addr, dst->addr, sizeof(so->origin.addr));
 	so->netns_cookie = bpf_get_netns_cookie(ctx);
 	so->flags = AL_SK_REDIRECTED;
-	ctx->user_port = bpf_htons(px->port);
+	return so;
+}
+
+/* The call goes on to ADDR:PORT instead. The family of the socket decides
+ * how it is written: an IPv6 socket reaches an IPv4 address as
+ * ::ffff:a.b.c.d. An IPv4 socket cannot name an IPv6 one (the caller
+ * refuses that first). */
+static __always_inline void al_rewrite(struct bpf_sock_addr *ctx, int v6, __u8 family, const __u8 *addr, __u16 port)
+{
+	const __u32 *a = (const __u32 *)addr;
+
+	ctx->user_port = bpf_htons(port);
 	if (!v6) {
-		ctx->user_ip4 = px->addr4;
-	} else if (dst->family == AL_FAMILY_IPV4) {
+		ctx->user_ip4 = a[0];
+	} else if (family == AL_FAMILY_IPV4) {
 		ctx->user_ip6[0] = 0;
 		ctx->user_ip6[1] = 0;
 		ctx->user_ip6[2] = bpf_htonl(0x0000ffff);
-		ctx->user_ip6[3] = px->addr4;
+		ctx->user_ip6[3] = a[0];
 	} else {
-		const __u32 *a = (const __u32 *)px->addr6;
-
 		ctx->user_ip6[0] = a[0];
 		ctx->user_ip6[1] = a[1];
 		ctx->user_ip6[2] = a[2];
 		ctx->user_ip6[3] = a[3];
 	}
+}
+
+/* The redirect of a connect or a datagram to the sandbox's proxy: its IPv4
+ * listener for an IPv4 destination (v4-mapped from an IPv6 socket), its
+ * IPv6 one for an IPv6 destination. */
+static __always_inline int al_redirect(struct bpf_sock_addr *ctx, const struct al_sandbox *sb,
+				       const struct al_dest *dst, __u16 rule, const struct al_proxy *px, int v6)
+{
+	if (!al_keep_origin(ctx, sb, dst, rule))
+		return 0;
+	if (v6 && dst->family == AL_FAMILY_IPV6)
+		al_rewrite(ctx, v6, AL_FAMILY_IPV6, px->addr6, px->port);
+	else
+		al_rewrite(ctx, v6, AL_FAMILY_IPV4, (const __u8 *)&px->addr4, px->port);
+	return 1;
+}
+
+/* The redirect to a target of the operator's: the socket keeps the target
+ * too, which its packets may reach and its answers come from. */
+static __always_inline int al_redirect_target(struct bpf_sock_addr *ctx, const struct al_sandbox *sb,
+					      const struct al_dest *dst, __u16 rule, const struct al_target *t, int v6)
+{
+	struct al_sk_origin *so = al_keep_origin(ctx, sb, dst, rule);
+
+	if (!so)
+		return 0;
+	so->flags = AL_SK_REDIRECTED | AL_SK_TARGET;
+	so->target = *t;
+	al_rewrite(ctx, v6, t->family, t->addr, t->port);
 	return 1;
 }
 
@@ -116,9 +160,17 @@ static __always_inline void al_redirect_decide(struct bpf_sock_addr *ctx, const 
 		return;
 	}
 	d->verdict = AL_VERDICT_DENY;
+	const struct al_target *t = al_target_of(sb, d->rule);
 	if (dst->protocol == IPPROTO_TCP ? !connect : dst->protocol != IPPROTO_UDP)
 		d->reason = AL_REASON_REDIRECT_UDP;
-	else if (!px)
+	else if (t && !v6 && t->family == AL_FAMILY_IPV6)
+		d->reason = AL_REASON_REDIRECT_FAMILY;
+	else if (t && !al_redirect_target(ctx, sb, dst, d->rule, t, v6))
+		d->reason = AL_REASON_BUSY;
+	else if (t) {
+		d->verdict = AL_VERDICT_ALLOW;
+		d->reason = AL_REASON_REDIRECT;
+	} else if (!px)
 		d->reason = AL_REASON_NO_PROXY;
 	else if (!al_proxy_takes(px, dst))
 		d->reason = dst->protocol == IPPROTO_UDP ? AL_REASON_REDIRECT_UDP : AL_REASON_NO_PROXY;
@@ -172,13 +224,40 @@ static __always_inline void al_file_datagram(const struct al_sk_origin *so, cons
  * socket (and a datagram's origin is filed); one to a redirected
  * destination itself is a socket that got past its connect or sendmsg
  * hook, and never leaves. Returns 1 when it decided. */
+/* The destination is where the socket was redirected to, by a target rule. */
+static __always_inline int al_is_target(const struct al_sk_origin *so, const struct al_dest *dst)
+{
+	const __u32 *a = (const __u32 *)dst->addr, *b = (const __u32 *)so->target.addr;
+
+	return (so->flags & (AL_SK_REDIRECTED | AL_SK_TARGET)) == (AL_SK_REDIRECTED | AL_SK_TARGET) &&
+	       dst->family == so->target.family && dst->port == so->target.port &&
+	       ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3])) == 0;
+}
+
 static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struct al_dest *dst,
 					      struct al_decision *d)
 {
 	__u32 *ps = al_proxy_slot_of(dst);
 
-	if (!ps)
-		return 0;
+	if (!ps) {
+		/* A packet to a target passes from a socket redirected there,
+		 * of the protocol it was redirected with. */
+		struct bpf_sock *sk = skb->sk;
+		struct al_sk_origin *so;
+
+		if (sk)
+			sk = bpf_sk_fullsock(sk);
+		if (!sk)
+			return 0;
+		so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
+		if (!so || !al_is_target(so, dst) || dst->protocol != so->origin.protocol)
+			return 0;
+		d->verdict = AL_VERDICT_ALLOW;
+		d->reason = AL_REASON_REDIRECT;
+		d->rule = so->origin.rule;
+		d->quiet = 1;
+		return 1;
+	}
 	d->rule = AL_RULE_NONE;
 	d->verdict = AL_VERDICT_DENY;
 	d->reason = AL_REASON_PROXY_PORT;
@@ -213,6 +292,48 @@ static __always_inline struct al_sk_origin *al_redirected(struct bpf_sock_addr *
 	return so && (so->flags & AL_SK_REDIRECTED) ? so : 0;
 }
 
+/* An address as a key: ::ffff:a.b.c.d as IPv4. Returns its family. */
+static __always_inline __u8 al_key_addr(__u8 *out, __u32 family, __u32 ip4, const __u32 ip6[4])
+{
+	if (family == 2 /* AF_INET */) {
+		__builtin_memcpy(out, &ip4, 4);
+		return AL_FAMILY_IPV4;
+	}
+	if (ip6[0] == 0 && ip6[1] == 0 && ip6[2] == bpf_htonl(0x0000ffff)) {
+		__builtin_memcpy(out, &ip6[3], 4);
+		return AL_FAMILY_IPV4;
+	}
+	__builtin_memcpy(out, ip6, 16);
+	return AL_FAMILY_IPV6;
+}
+
+static __always_inline void *al_target_origin_table_of(__u32 slot)
+{
+	return bpf_map_lookup_elem(&al_target_origin, &slot);
+}
+
+/* A connection to a target, as it starts: filed under both ends, which is
+ * what the target sees of the socket it accepts. */
+static __always_inline void al_file_target_origin(struct bpf_sock_ops *skops, struct al_sk_origin *so)
+{
+	struct al_target_origin_key key = {};
+	__u32 l6[4] = { skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2], skops->local_ip6[3] };
+	__u32 r6[4] = { skops->remote_ip6[0], skops->remote_ip6[1], skops->remote_ip6[2], skops->remote_ip6[3] };
+	void *table = al_target_origin_table_of(so->origin.slot);
+
+	if (!table)
+		return;
+	key.netns_cookie = so->netns_cookie;
+	key.protocol = IPPROTO_TCP;
+	key.port = (__u16)skops->local_port;
+	key.target_port = (__u16)bpf_ntohl(skops->remote_port);
+	key.family = al_key_addr(key.addr, skops->family, skops->local_ip4, l6);
+	if (al_key_addr(key.target, skops->family, skops->remote_ip4, r6) != key.family)
+		return;
+	if (bpf_map_update_elem(table, &key, &so->origin, BPF_ANY) == 0)
+		so->flags |= AL_SK_FILED;
+}
+
 /* sockops, as the connection starts: file the origin under the client's
  * address and port, which is what the proxy sees of it. */
 static __always_inline void al_file_origin(struct bpf_sock_ops *skops)
@@ -226,6 +347,10 @@ static __always_inline void al_file_origin(struct bpf_sock_ops *skops)
 	so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
 	if (!so || !(so->flags & AL_SK_REDIRECTED))
 		return;
+	if (so->flags & AL_SK_TARGET) {
+		al_file_target_origin(skops, so);
+		return;
+	}
 	key.netns_cookie = so->netns_cookie;
 	key.port = (__u16)skops->local_port;
 	key.protocol = IPPROTO_TCP;

@@ -17,6 +17,11 @@
 //                ClientHello naming SNI, then what comes back (3 s at most):
 //                "HELLO <SNI> back <text>", "HELLO <SNI> closed", or
 //                "HELLO <SNI> connect|send <errno>"
+//   probe origdst PORT
+//                a target: listens on 127.0.0.1:PORT, accepts one
+//                connection, asks getsockopt(SOL_IP, SO_ORIGINAL_DST) as a
+//                transparent proxy does: "ORIGDST ADDR:PORT" or "ORIGDST
+//                <errno>", and answers "TARGET-UP"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -143,8 +148,38 @@ static int hello(const char *addr, int port, const char *sni)
 	return 0;
 }
 
+static int origdst(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+	struct sockaddr_in o;
+	socklen_t len = sizeof(o);
+	int one = 1, s = socket(AF_INET, SOCK_STREAM, 0), c;
+	char ip[INET_ADDRSTRLEN];
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 4)) {
+		printf("ORIGDST listen %d\n", errno);
+		return 1;
+	}
+	c = accept(s, 0, 0);
+	if (c < 0)
+		return 1;
+	if (getsockopt(c, SOL_IP, 80 /* SO_ORIGINAL_DST */, &o, &len) == 0)
+		printf("ORIGDST %s:%d\n", inet_ntop(AF_INET, &o.sin_addr, ip, sizeof(ip)), ntohs(o.sin_port));
+	else
+		printf("ORIGDST %d\n", errno);
+	fflush(stdout);
+	if (write(c, "TARGET-UP\n", 10) != 10)
+		return 1;
+	close(c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "origdst") == 0)
+		return origdst(atoi(argv[2]));
 	if (argc == 5 && strcmp(argv[1], "hello") == 0)
 		return hello(argv[2], atoi(argv[3]), argv[4]);
 	if (argc == 2 && strcmp(argv[1], "fam") == 0) {

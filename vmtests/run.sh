@@ -8,7 +8,8 @@
 # leave its cgroup, a DNS query with an unlisted EDNS option never reaches
 # the resolver, on_violation kill ends the sandbox; where 6.1 lacks a
 # mechanism (unix hooks, a signal from sock_addr programs) airlock says so.
-# World mode records a request and a datagram; the SNI gate passes the
+# World mode records a request and a datagram; a redirect to a target is
+# told its original destination (SO_ORIGINAL_DST); the SNI gate passes the
 # rule's name and denies another over its address.
 # Needs: qemu-system-x86, busybox-static, and the kernel package, which this
 # script downloads from Debian's archive with apt-get (nothing is installed).
@@ -27,14 +28,19 @@ if ! ls "$cache/$kpkg"_*.deb >/dev/null 2>&1; then
 fi
 dpkg-deb -x "$cache/$kpkg"_*.deb "$work/k"
 kernel=$(ls "$work"/k/boot/vmlinuz-*)
+kmods=$(ls -d "$work"/k/lib/modules/*/kernel)
 
 root="$work/root"
 mkdir -p "$root"/{bin,sbin,etc,proc,sys,dev,tmp,lib64,usr/lib}
 cp /bin/busybox "$root/bin/busybox"
-for app in sh mount mkdir cat grep echo sleep ip nc poweroff ls uname; do ln -s busybox "$root/bin/$app"; done
+for app in sh mount mkdir cat grep echo sleep ip nc poweroff ls uname insmod; do ln -s busybox "$root/bin/$app"; done
 cp build/airlock "$root/bin/airlock"
 cc -O2 -static -o "$root/bin/dnsd" vmtests/dnsd.c
 cc -O2 -static -o "$root/bin/probe" vmtests/probe.c
+# sock_diag for TCP (modules in Debian's kernel, loaded on demand where
+# modprobe exists): how airlock finds a target's listener.
+mkdir -p "$root/lib/modules"
+cp "$kmods/net/ipv4/inet_diag.ko" "$kmods/net/ipv4/tcp_diag.ko" "$root/lib/modules/"
 for lib in $(ldd build/airlock | awk '/=> \// {print $3} /^\t\/lib64/ {print $1}'); do
   mkdir -p "$root$(dirname "$lib")"
   cp -L "$lib" "$root$lib"
@@ -57,6 +63,10 @@ cat > "$root/gate.json" <<'JSON'
  "rules": [{"action": "allow", "domain": "allowed.test", "ports": [8443], "protocol": "tcp", "tls": {"sni": "require"}}],
  "dns": {"resolvers": ["127.0.0.1"], "types": ["A"]}}
 JSON
+cat > "$root/target.json" <<'JSON'
+{"version": 1, "name": "vm-target", "on_violation": "deny",
+ "rules": [{"action": "redirect", "cidr": "203.0.113.0/24", "protocol": "tcp", "to": "127.0.0.1:8090"}]}
+JSON
 cat > "$root/init" <<'INIT'
 #!/bin/sh
 mount -t proc proc /proc
@@ -66,6 +76,7 @@ mkdir -p /sys/fs/cgroup /sys/fs/bpf
 mount -t cgroup2 none /sys/fs/cgroup
 mount -t bpf bpf /sys/fs/bpf
 ip link set lo up
+insmod /lib/modules/inet_diag.ko && insmod /lib/modules/tcp_diag.ko
 echo "VMTEST kernel $(uname -r)"
 nc -l -p 8080 > /tmp/got &
 nc -l -p 8082 > /tmp/got-dns &
@@ -108,6 +119,14 @@ airlock run --policy /gate.json --name vm-gate --audit-log /tmp/gate-audit.jsonl
   sh -c 'nslookup -type=A allowed.test 127.0.0.1 >/dev/null; probe hello 127.0.0.1 8443 evil.test;
          probe hello 127.0.0.1 8443 allowed.test' > /tmp/gate.out 2>/tmp/gate.err
 echo "VMTEST gate-exit $?"
+# A redirect to a target of the operator's: the connect lands there, and the
+# target, in a cgroup of its own, is told by SO_ORIGINAL_DST where it was
+# meant to go.
+mkdir -p /sys/fs/cgroup/target && sh -c 'echo $$ > /sys/fs/cgroup/target/cgroup.procs; exec probe origdst 8090' > /tmp/target-sim.out &
+sleep 1
+airlock run --policy /target.json --name vm-target --audit-log /tmp/target-audit.jsonl -- \
+  sh -c 'echo VM-TARGET | nc -w 3 203.0.113.10 80' > /tmp/target.out 2>/tmp/target.err
+echo "VMTEST target-exit $?"
 sleep 1
 ok=0
 grep -q AIRLOCK-VM-OK /tmp/got && grep -q '"hook":"connect4"' /tmp/audit.jsonl && grep -q '"port":8081' /tmp/audit.jsonl && ok=1
@@ -151,6 +170,8 @@ grep -q '^HELLO evil.test closed$' /tmp/gate.out && grep -q '^HELLO allowed.test
   grep -q '"event":"sni-gate".*"violation":true\|"violation":true.*"event":"sni-gate"' /tmp/gate-audit.jsonl || \
   { echo "VMTEST gate"; cat /tmp/gate.err /tmp/gate.out $gr /tmp/gate-audit.jsonl; ok=0; }
 cat /tmp/audit.jsonl /tmp/contain.jsonl
+grep -q '^ORIGDST 203.0.113.10:80$' /tmp/target-sim.out && grep -q '^TARGET-UP$' /tmp/target.out || \
+  { echo "VMTEST target"; cat /tmp/target.err /tmp/target.out /tmp/target-sim.out; ok=0; }
 if [ $ok = 1 ]; then echo "VMTEST PASS"; else echo "VMTEST FAIL"; fi
 poweroff -f
 INIT

@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 10
+#define AL_ABI_VERSION 11
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -66,8 +66,9 @@
 	X(config) X(sandboxes) X(rules) X(latch) X(counters) X(flood) X(rings) \
 	X(rcu_sync) X(rcu_inner) X(names) X(dns) X(dns_state) X(pending) X(learned) \
 	X(unix_exact) X(unix_prefix) X(unix_bound) X(unix_binding) X(proxy) X(proxy_port) X(origin) X(sk_origin) \
-	X(budget) X(sk_budget) \
-	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template) X(origin_template)
+	X(budget) X(sk_budget) X(target) X(target_origin) \
+	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template) X(origin_template) \
+	X(target_origin_template)
 /* Per-CPU working memory of the programs, never pinned: only the programs
  * use it. The loader fails to compile if a map of the object is in neither
  * list, or a listed map is not in the object. */
@@ -169,11 +170,12 @@ enum al_verdict {
 	X(AL_REASON_REDIRECT_UDP, 35, "redirect-udp")     /* UDP to a destination the proxy takes over TCP only: refused, no violation */ \
 	X(AL_REASON_NOT_REDIRECTED, 36, "not-redirected") /* egress: a packet to a redirected destination from a socket that was not redirected */ \
 	X(AL_REASON_LOOPBACK_DEV, 37, "loopback-dev") /* egress: a packet to a loopback address leaving through another device */ \
-	X(AL_REASON_BUDGET, 38, "budget")             /* a rule's egress byte budget is spent: the packet that crossed it, later connects */
+	X(AL_REASON_BUDGET, 38, "budget")             /* a rule's egress byte budget is spent: the packet that crossed it, later connects */ \
+	X(AL_REASON_REDIRECT_FAMILY, 39, "redirect-family") /* a redirect to an IPv6 HOST:PORT from an IPv4 socket, which cannot reach it: refused, no violation */
 
 enum al_reason {
 	AL_REASONS(AL_ENUMERATOR)
-	AL_REASON_MAX = 39,
+	AL_REASON_MAX = 40,
 };
 
 /* Where a BPF helper call failed: al_counters.helper_errors[site]. A packet
@@ -451,18 +453,56 @@ struct al_origin {
 	__u8 addr[16];
 };
 
+/* Map "al_target", hash: (policy id, redirect rule) -> where a rule with
+ * "to": "HOST:PORT" sends what it matches (a simulator the operator runs),
+ * instead of the sandbox's proxy. No entry: the rule goes to the proxy. */
+struct al_target_key {
+	__u32 policy_id;
+	__u16 rule;
+	__u16 pad;
+};
+struct al_target {
+	__u8 family;       /* al_family */
+	__u8 pad;
+	__u16 port;        /* host order */
+	__u32 pad2;
+	__u8 addr[16];     /* network order; IPv4 in the first 4 bytes */
+};
+#define AL_TARGETS_MAX 4096
+
 /* Map "al_sk_origin", socket storage of a redirected socket. */
 struct al_sk_origin {
 	struct al_origin origin;
 	__u64 netns_cookie; /* the socket's network namespace */
 	__u32 flags;        /* al_sk_origin_flag */
 	__u32 pad;
+	struct al_target target; /* AL_SK_TARGET: where the connect or datagram went instead */
 };
 
 enum al_sk_origin_flag {
-	AL_SK_REDIRECTED = 1u << 0, /* connect (or, UDP, the last sendmsg) went to the proxy */
+	AL_SK_REDIRECTED = 1u << 0, /* connect (or, UDP, the last sendmsg) went to the proxy or a target */
 	AL_SK_FILED = 1u << 1,      /* al_origin has its entry: remove it on close */
+	AL_SK_TARGET = 1u << 2,     /* it went to a target (al_target), not to the proxy */
 };
+
+/* Map "al_target_origin", array of maps indexed by slot, one LRU hash per
+ * sandbox whose policy redirects to a target (of al_target_origin_template's
+ * shape): a connection to a target as the target sees the socket it
+ * accepted (its peer and its own address and port) -> al_origin. Filed by
+ * sockops as the connection starts; read by al_original_dst, the
+ * getsockopt(SO_ORIGINAL_DST) program attached to the target's cgroup. An
+ * IPv4 address in an IPv6 socket is keyed as IPv4, on both ends. */
+struct al_target_origin_key {
+	__u64 netns_cookie;
+	__u8 family;       /* al_family, of both ends */
+	__u8 protocol;     /* IPPROTO_TCP */
+	__u16 port;        /* the client's port, host order */
+	__u16 target_port; /* host order */
+	__u16 pad;
+	__u8 addr[16];     /* the client's address */
+	__u8 target[16];   /* the target's address */
+};
+#define AL_SO_ORIGINAL_DST 80 /* getsockopt(SOL_IP or SOL_IPV6, SO_ORIGINAL_DST) of netfilter */
 
 /* Map "al_origin", array of maps indexed by slot, one LRU hash per sandbox
  * with a proxy (made with it, of al_origin_template's shape; the proxy reads
@@ -622,7 +662,10 @@ AL_STATIC_ASSERT(sizeof(struct al_origin) == 32, "al_origin layout");
 AL_STATIC_ASSERT(sizeof(struct al_budget_key) == 8, "al_budget_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_budget) == 16, "al_budget layout");
 AL_STATIC_ASSERT(sizeof(struct al_sk_budget) == 8, "al_sk_budget layout");
-AL_STATIC_ASSERT(sizeof(struct al_sk_origin) == 48, "al_sk_origin layout");
+AL_STATIC_ASSERT(sizeof(struct al_sk_origin) == 72, "al_sk_origin layout");
+AL_STATIC_ASSERT(sizeof(struct al_target_key) == 8, "al_target_key layout");
+AL_STATIC_ASSERT(sizeof(struct al_target) == 24, "al_target layout");
+AL_STATIC_ASSERT(sizeof(struct al_target_origin_key) == 48, "al_target_origin_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_origin_key) == 32, "al_origin_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==
 			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13 +

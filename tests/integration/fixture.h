@@ -101,6 +101,19 @@ inline Match Violation(const std::string& hook, const std::string& reason, std::
 }
 
 // No decision line other than "allow" names dst:port.
+// A decision of the audit log that is not a violation.
+inline Match not_a_violation(const char* hook, const char* verdict, const char* reason, const std::string& dst, int port)
+{
+	Match m;
+	m.hook = hook;
+	m.verdict = verdict;
+	m.reason = reason;
+	m.dst = dst;
+	m.port = port;
+	m.violation = false;
+	return m;
+}
+
 inline ::testing::AssertionResult NoViolationFor(const std::vector<json>& lines, const std::string& dst, int port)
 {
 	for (const auto& j : lines) {

@@ -25,19 +25,6 @@
 namespace it {
 namespace {
 
-// A decision of the audit log that is not a violation.
-Match not_a_violation(const char* hook, const char* verdict, const char* reason, const std::string& dst, int port)
-{
-	Match m;
-	m.hook = hook;
-	m.verdict = verdict;
-	m.reason = reason;
-	m.dst = dst;
-	m.port = port;
-	m.violation = false;
-	return m;
-}
-
 class World : public AirlockTest {
 protected:
 	void SetUp() override

@@ -73,7 +73,7 @@ TEST(AbiNames, NamesAreTheOnesLogsAndMetricsUse)
 					    "dns-off-chain",  "unix-path",    "unix-scoped",   "busy",
 					    "refused",        "unix-own",     "family",        "helper",
 					    "redirect",       "no-proxy",     "proxy-port",    "redirect-udp",
-					    "not-redirected", "loopback-dev", "budget"}));
+					    "not-redirected", "loopback-dev", "budget",      "redirect-family"}));
 	EXPECT_EQ(signals, (std::vector<std::string>{"", "stopped", "killed", "signal-failed"}));
 	EXPECT_EQ(sites, (std::vector<std::string>{"ipv4-header", "ipv4-option", "ipv6-header", "ipv6-extension",
 						   "l4-ports", "dns-tcp-header", "dns-tcp-length", "dns-query",

@@ -73,7 +73,10 @@ int cmd_policy_show(const std::string& file)
 	// Where each rule is decided: in the kernel alone, or (redirects, the
 	// SNI gate) by the proxy the kernel hands the connection to.
 	for (const auto& r : p.rules)
-		fmt::print("  rule {}: {} [{}{}]\n", r.index, describe(r), r.through_proxy() ? "proxy" : "kernel",
+		fmt::print("  rule {}: {} [{}{}]\n", r.index, describe(r),
+			   r.through_proxy() ? "proxy"
+			   : r.to_target()   ? "kernel, the connect rewritten to the target"
+					     : "kernel",
 			   r.budget_egress_bytes ? ", budget counted in the kernel" : "");
 	if (p.world) {
 		fmt::print("world: records {}/SANDBOX.jsonl, request bodies up to {} bytes, dns {}, {} canned response{}\n",

@@ -91,7 +91,8 @@ bool reason_allows(unsigned reason)
 }
 bool reason_refuses(unsigned reason)
 {
-	return reason == AL_REASON_REFUSED || reason == AL_REASON_REDIRECT_UDP || reason == AL_REASON_NO_PROXY;
+	return reason == AL_REASON_REFUSED || reason == AL_REASON_REDIRECT_UDP || reason == AL_REASON_NO_PROXY ||
+	       reason == AL_REASON_REDIRECT_FAMILY;
 }
 const char* verdict_name(unsigned verdict) { return kVerdictNames(verdict); }
 const char* reason_name(unsigned reason) { return kReasonNames(reason); }

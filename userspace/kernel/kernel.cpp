@@ -149,6 +149,7 @@ Kernel Kernel::open_pins(const std::string& bpf_dir)
 	for (const auto& m : kMapPins)
 		if (!(k.maps_.*(m.field)).valid())
 			k.maps_.*(m.field) = obj_get(maps_dir(bpf_dir) + "/" + m.name);
+	k.original_dst_ = obj_get(progs_dir(bpf_dir) + "/" + kOriginalDst);
 	for (int i = 0; i < ProgCount; i++) {
 		std::string pin = progs_dir(bpf_dir) + "/" + kProgs[i].name;
 		if (prog_optional(i) && !std::filesystem::exists(pin))
@@ -218,6 +219,7 @@ void Kernel::pin_all()
 	// Programs last: their presence is what marks the set as complete.
 	for (const auto& m : kMapPins)
 		obj_pin((maps_.*(m.field)).get(), maps_dir(bpf_dir_) + "/" + m.name);
+	obj_pin(original_dst_.get(), progs_dir(bpf_dir_) + "/" + kOriginalDst);
 	for (int i = 0; i < ProgCount; i++)
 		if (progs_[i].valid())
 			obj_pin(progs_[i].get(), progs_dir(bpf_dir_) + "/" + kProgs[i].name);
@@ -318,9 +320,28 @@ void Kernel::install_rules(const CompiledPolicy& c, uint32_t policy_id)
 				   err);
 		}
 	}
+	size_t done_targets = 0;
+	for (; done_targets < c.targets.size(); done_targets++) {
+		al_target_key key{policy_id, c.targets[done_targets].first, 0};
+		if (bpf_map_update_elem(maps_.target.get(), &key, &c.targets[done_targets].second, BPF_ANY) != 0) {
+			int err = errno;
+			undo();
+			for (size_t j = 0; j < done_targets; j++) {
+				al_target_key k{policy_id, c.targets[j].first, 0};
+				bpf_map_delete_elem(maps_.target.get(), &k);
+			}
+			fail_errno(fmt::format("insert the target of rule {} (al_target holds {})",
+					       c.targets[done_targets].first, AL_TARGETS_MAX),
+				   err);
+		}
+	}
 	if (bpf_map_update_elem(maps_.dns.get(), &policy_id, &c.dns, BPF_ANY) != 0) {
 		int err = errno;
 		undo();
+		for (const auto& [rule, t] : c.targets) {
+			al_target_key k{policy_id, rule, 0};
+			bpf_map_delete_elem(maps_.target.get(), &k);
+		}
 		fail_errno(fmt::format("insert the dns block of policy {}", policy_id), err);
 	}
 }
@@ -372,6 +393,10 @@ void Kernel::delete_rules(uint32_t policy_id)
 	for_each_key<al_unix_prefix_key>(maps_.unix_prefix.get(), [&](const al_unix_prefix_key& k) {
 		if (k.policy_id == policy_id)
 			bpf_map_delete_elem(maps_.unix_prefix.get(), &k);
+	});
+	for_each_key<al_target_key>(maps_.target.get(), [&](const al_target_key& k) {
+		if (k.policy_id == policy_id)
+			bpf_map_delete_elem(maps_.target.get(), &k);
 	});
 	bpf_map_delete_elem(maps_.dns.get(), &policy_id);
 }
@@ -541,6 +566,24 @@ void Kernel::delete_origin_table(uint32_t slot)
 		fail_errno(fmt::format("remove the origin table of slot {}", slot));
 }
 
+void Kernel::create_target_origin_table(uint32_t slot)
+{
+	std::string what = fmt::format("the target origin table of slot {}", slot);
+	install(maps_.target_origin.get(), slot,
+		create_like(maps_.target_origin_template.get(), "al_torigin", what), what);
+}
+
+bool Kernel::has_target_origin_table(uint32_t slot) const
+{
+	return inner_map(maps_.target_origin.get(), slot).valid();
+}
+
+void Kernel::delete_target_origin_table(uint32_t slot)
+{
+	if (bpf_map_delete_elem(maps_.target_origin.get(), &slot) != 0 && errno != ENOENT)
+		fail_errno(fmt::format("remove the target origin table of slot {}", slot));
+}
+
 namespace {
 
 // A slot's inner table of an array of maps, opened read-only.
@@ -682,6 +725,15 @@ bool kernel_has_unix_hooks()
 		return found;
 	}();
 	return has;
+}
+
+void Kernel::attach_original_dst(int cgroup_fd, const std::string& pin_path)
+{
+	int link = bpf_link_create(original_dst_.get(), cgroup_fd, BPF_CGROUP_GETSOCKOPT, nullptr);
+	if (link < 0)
+		fail_errno("attach al_original_dst", -link);
+	Fd owned(link);
+	obj_pin(link, pin_path);
 }
 
 void Kernel::attach_and_pin(Prog p, int cgroup_fd, const std::string& pin_path)

@@ -55,6 +55,8 @@ struct ProgSpec {
 	bpf_attach_type attach;
 };
 extern const std::array<ProgSpec, ProgCount> kProgs;
+// The getsockopt program that answers SO_ORIGINAL_DST in a target's cgroup.
+inline constexpr const char* kOriginalDst = "al_original_dst";
 
 // The pinned maps (AL_PINNED_MAPS in airlock/abi.h), a field each.
 struct Maps {
@@ -152,6 +154,16 @@ public:
 	std::vector<Budget> budgets(uint32_t slot) const;
 	void delete_origin_table(uint32_t slot);
 	Fd origin_table_readonly(uint32_t slot) const;
+	// The origins of a slot's connections to targets of the operator's
+	// (redirect rules with "to": "HOST:PORT"), which al_original_dst
+	// answers SO_ORIGINAL_DST from: made while its policy has such rules,
+	// removed with the sandbox.
+	void create_target_origin_table(uint32_t slot);
+	bool has_target_origin_table(uint32_t slot) const;
+	void delete_target_origin_table(uint32_t slot);
+	// Attaches al_original_dst (getsockopt SO_ORIGINAL_DST) to the cgroup
+	// of a target's listener and pins the link.
+	void attach_original_dst(int cgroup_fd, const std::string& pin_path);
 	// The slot's learned-address table, read-only: what the SNI gate
 	// compares a ClientHello's name with.
 	Fd learned_table_readonly(uint32_t slot) const;
@@ -173,6 +185,7 @@ private:
 	bool adopted_ = false;
 	Maps maps_;
 	std::array<Fd, ProgCount> progs_;
+	Fd original_dst_;  // attached to targets' cgroups, not to sandboxes'
 	friend struct Loader;
 };
 

@@ -62,7 +62,7 @@ static_assert(sizeof(SkelMaps) / sizeof(bpf_map*) ==
 	      "a map of bpf/maps.bpf.h is in neither AL_PINNED_MAPS nor AL_SCRATCH_MAPS (airlock/abi.h)");
 // NOLINTNEXTLINE(bugprone-sizeof-expression)
 static_assert(sizeof(airlock_bpf::progs) / sizeof(bpf_program*) ==
-		      ProgCount + (0 AL_TRACEPOINT_PROGS(AL_COUNT_ONE)),
+		      ProgCount + (0 AL_TRACEPOINT_PROGS(AL_COUNT_ONE)) + 1 /* al_original_dst */,
 	      "a program of bpf/airlock.bpf.c is in neither AL_CGROUP_PROGS (kernel.h) nor AL_TRACEPOINT_PROGS");
 
 struct SkelDestroy {
@@ -159,6 +159,7 @@ struct Loader {
 		for (int p = 0; p < ProgCount; p++)
 			if (bpf_program__autoload(progs[p]))
 				k.progs_[p] = dup(bpf_program__fd(progs[p]));
+		k.original_dst_ = dup(bpf_program__fd(skel->progs.al_original_dst));
 		return k;
 	}
 };

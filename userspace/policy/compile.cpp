@@ -391,9 +391,20 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 			c.budgets.emplace_back(static_cast<uint16_t>(r.index), *r.budget_egress_bytes);
 			c.sandbox_flags |= AL_SB_BUDGETS;
 		}
+		if (r.action == Action::Redirect && r.redirect && !r.redirect->world) {
+			al_target t{};
+			t.family = r.redirect->address.family;
+			t.port = r.redirect->port;
+			std::copy(r.redirect->address.bytes.begin(), r.redirect->address.bytes.end(), t.addr);
+			c.targets.emplace_back(static_cast<uint16_t>(r.index), t);
+		}
 		if (r.cidr)
 			cidr_rules.push_back(&r);  // domain rules: compile_names
 	}
+	if (c.targets.size() > AL_TARGETS_MAX / (2 * 4))
+		res.errors.push_back({p.source, "rules",
+				  fmt::format("{} redirects to HOST:PORT; a policy may have at most {}", c.targets.size(),
+					      AL_TARGETS_MAX / (2 * 4))});
 
 	// Rules by prefix. Every prefix that contains a given one is one of its
 	// masks, so the covering rules are found by walking the lengths down

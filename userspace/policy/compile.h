@@ -40,6 +40,9 @@ struct CompiledPolicy {
 	uint64_t families = 0;  // al_sandbox.families
 	// Allow rules' egress byte budgets: (rule index, bytes).
 	std::vector<std::pair<uint16_t, uint64_t>> budgets;
+	// Redirect rules to a target of the operator's ("to": "HOST:PORT"):
+	// (rule index, where); the others go to the proxy.
+	std::vector<std::pair<uint16_t, al_target>> targets;
 };
 
 struct CompileResult {

@@ -552,6 +552,17 @@ public:
 						printable(s)));
 			return std::nullopt;
 		}
+		// Somewhere one connection goes: not the unspecified address (a
+		// connect takes it for loopback), not multicast nor broadcast.
+		const auto& b = addr->bytes;
+		bool unicast = addr->family == AL_FAMILY_IPV4
+				       ? !(b[0] == 0 && b[1] == 0 && b[2] == 0 && b[3] == 0) && b[0] < 224
+				       : b[0] != 0xff && !std::all_of(b.begin(), b.end(), [](uint8_t x) { return x == 0; });
+		if (!unicast) {
+			error(path, fmt::format("'{}' is not a unicast address (a simulator listens on one address)",
+						printable(s)));
+			return std::nullopt;
+		}
 		t.address = *addr;
 		t.port = static_cast<uint16_t>(std::stoul(port_text));
 		return t;

@@ -57,9 +57,14 @@ struct Rule {
 	std::optional<RedirectTarget> redirect;  // action redirect: "to"
 	bool tls_sni_require = false;            // allow: "tls": {"sni": "require"}
 	std::optional<uint64_t> budget_egress_bytes;  // allow: "budget": {"egress_bytes": N}
-	// The rule needs the proxy (redirect, the SNI gate) rather than the
-	// kernel alone.
-	bool through_proxy() const { return action == Action::Redirect || tls_sni_require; }
+	// The rule needs the proxy (a redirect to the world, the SNI gate)
+	// rather than the kernel alone (a redirect to HOST:PORT is the
+	// kernel's: the connect goes there).
+	bool through_proxy() const
+	{
+		return (action == Action::Redirect && (!redirect || redirect->world)) || tls_sni_require;
+	}
+	bool to_target() const { return action == Action::Redirect && redirect && !redirect->world; }
 };
 
 // A canned answer of the world's recorder to an HTTP request.

@@ -13,6 +13,7 @@
 #include "policy/compile.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/launch.h"
+#include "sandbox/targets.h"
 #include "util/clock.h"
 #include "util/files.h"
 
@@ -80,18 +81,6 @@ Result<Policy> load_policy(const std::string& file)
 	// Compile once for the errors only the compiler finds (kernel limits).
 	if (auto c = compile_policy(*res.policy, 1); !c.compiled)
 		return Rejection{lines_of(c.errors)};
-	// Redirects to a simulator of the operator's are read by `policy check`
-	// and `policy show`, but not enforced yet: a policy that relies on them
-	// is refused rather than enforced without.
-	std::vector<PolicyError> unenforced;
-	for (const auto& r : res.policy->rules) {
-		std::string at = "rules/" + std::to_string(r.index);
-		if (r.action == Action::Redirect && r.redirect && !r.redirect->world)
-			unenforced.push_back({file, at + "/to",
-					      "a redirect to HOST:PORT is not enforced by this version of airlock (\"world\" is)"});
-	}
-	if (!unenforced.empty())
-		return Rejection{lines_of(unenforced)};
 	return *res.policy;
 }
 
@@ -160,6 +149,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 		k.clear_latch(slot);
 		k.set_proxy(slot, al_proxy{});
 		k.delete_origin_table(slot);
+		k.delete_target_origin_table(slot);
 		k.reset_counters(slot);
 		k.delete_rules(policy_id_of(slot, 0));
 		k.delete_rules(policy_id_of(slot, 1));
@@ -177,6 +167,7 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 		Fd cgfd(::open(cg.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 		if (!cgfd.valid())
 			fail_errno("open cgroup " + cg);
+		prepare_targets(k, paths, r, o.policy);
 		for (int p = 0; p < kernel::ProgCount; p++)
 			k.attach_and_pin(static_cast<kernel::Prog>(p), cgfd.get(),
 					 links + "/" + kernel::kProgs[p].name);
@@ -206,6 +197,7 @@ void reload_sandbox(kernel::Kernel& k, const Paths& paths, SandboxRecord& r, con
 	auto current = k.sandbox(r.cgroup_id);
 	if (!current)
 		fail("sandbox '{}' has no kernel entry (cgroup {})", r.name, r.cgroup_id);
+	prepare_targets(k, paths, r, policy);
 	k.delete_rules(new_id);
 	k.install_rules(compiled, new_id);
 	k.set_budgets(r.slot, compiled.budgets, true);
@@ -241,6 +233,7 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 	k.delete_unix_table(r.slot);
 	k.set_proxy(r.slot, al_proxy{});
 	k.delete_origin_table(r.slot);
+	k.delete_target_origin_table(r.slot);
 	k.set_budgets(r.slot, {}, false);
 	k.clear_latch(r.slot);
 	if (!r.attached)

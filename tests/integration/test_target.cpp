@@ -1,0 +1,247 @@
+// Redirects to a target of the operator's ("to": "HOST:PORT"): the kernel
+// rewrites the sandbox's connect or datagram to the target, a simulator the
+// operator runs (here tests/clients/target_sim.py, in a cgroup of its own in
+// the client namespace), which asks getsockopt(SO_ORIGINAL_DST) where each
+// connection was meant to go, as a transparent proxy does under netfilter.
+//
+// The destinations are the sink's forbidden addresses: had a redirect
+// failed, the marker would reach the sink, whose oracles must see 0.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "fixture.h"
+
+namespace it {
+namespace {
+
+class Target : public AirlockTest {
+protected:
+	std::string sandbox(const std::string& tag) { return "t" + env().id + "-" + tag; }
+
+	// The simulator on 127.0.0.1:port and [::1]:port of the client
+	// namespace, in the cgroup CGROUP_PARENT/sim (removed with the test's
+	// cgroups); its records in records_.
+	void start_target(int port)
+	{
+		sim_cgroup_ = cgroup2_mount() + "/" + env().cgroup_parent + "/sim";
+		std::filesystem::create_directories(sim_cgroup_);
+		records_ = env().path("target.jsonl");
+		std::string ready = env().path("target.ready");
+		std::vector<std::string> argv = {"sh", "-c", "echo $$ > \"$0\"/cgroup.procs && exec \"$@\"", sim_cgroup_};
+		for (const auto& a : env().topo->in_client(
+			     {python(), client_script("target_sim.py"), std::to_string(port), records_, ready}))
+			argv.push_back(a);
+		sim_ = &env().start(argv, "target");
+		ASSERT_TRUE(wait_until([&] { return exists(ready); }, 10s)) << sim_->describe() << sim_->err();
+	}
+
+	// Everything to the sink's forbidden addresses redirected to the target.
+	json target_policy(int port, const std::string& protocol = "")
+	{
+		json rules = json::array();
+		for (const auto& [cidr, to] : std::vector<std::pair<std::string, std::string>>{
+			     {"10.77.0.3/32", fmt::format("127.0.0.1:{}", port)},
+			     {"fd77::3/128", fmt::format("[::1]:{}", port)}}) {
+			json r = {{"action", "redirect"}, {"cidr", cidr}, {"to", to}};
+			if (!protocol.empty())
+				r["protocol"] = protocol;
+			rules.push_back(r);
+		}
+		return json{{"version", 1}, {"name", "it-target"}, {"mode", "enforce"}, {"on_violation", "freeze"},
+			    {"rules", rules}};
+	}
+
+	RunResult run_with(const std::string& name, const std::vector<std::string>& cmd, const json& policy,
+			   Ms timeout = 30s)
+	{
+		RunSpec s;
+		s.policy = env().write_policy(name + ".json", policy);
+		s.name = name;
+		s.cmd = cmd;
+		s.log_allowed = true;
+		return env().run(s, timeout);
+	}
+
+	std::optional<json> record_with(const std::string& needle)
+	{
+		for (const auto& j : read_json_lines(records_))
+			if (j.dump().find(needle) != std::string::npos)
+				return j;
+		return std::nullopt;
+	}
+
+	// One datagram to DEST, and what comes back: {"from", "port", "data"}.
+	std::vector<std::string> udp_exchange(const std::string& host, int port, const std::string& marker)
+	{
+		return {python(), "-c",
+			fmt::format("import json, socket\n"
+				    "f = socket.AF_INET6 if ':' in '{0}' else socket.AF_INET\n"
+				    "s = socket.socket(f, socket.SOCK_DGRAM); s.settimeout(5)\n"
+				    "s.sendto(b'{2}', ('{0}', {1}))\n"
+				    "d, a = s.recvfrom(4096)\n"
+				    "print(json.dumps({{'udp': 1, 'from': a[0], 'port': a[1], 'data': d.decode()}}))\n",
+				    host, port, marker)};
+	}
+
+	std::string sim_cgroup_, records_;
+	Proc* sim_ = nullptr;
+};
+
+// Real clients, every family: each connect lands in the target, which
+// learns from SO_ORIGINAL_DST where it was meant to go; the client's
+// getpeername says the same; a datagram lands there too and its answer
+// seems to come from where it was sent; nothing reaches the sink. A
+// connection that was not redirected gets no answer to SO_ORIGINAL_DST.
+TEST_F(Target, ConnectsLandInTheTargetWhichLearnsWhereTheyWereMeantToGo)
+{
+	int port = free_port();
+	start_target(port);
+	ASSERT_FALSE(HasFatalFailure());
+	std::string name = sandbox("clients");
+	std::string m4 = env().marker("py4"), m6 = env().marker("py6"), mm = env().marker("mapped");
+	std::string mc = env().marker("curl"), mu = env().marker("udp");
+	auto rr = run_with(
+		name,
+		Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m4, dest6(kDenied6, 9002), m6,
+						       "[::ffff:10.77.0.3]:9003", mm}),
+			  {"curl", "-sS", "http://10.77.0.3:9004/curl/" + mc},
+			  udp_exchange(kDenied4, 9005, mu)}),
+		target_policy(port));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe() << sim_->err();
+
+	for (const auto& [marker, peer, port_] : std::vector<std::tuple<std::string, std::string, int>>{
+		     {m4, kDenied4, 9001}, {m6, kDenied6, 9002}, {mm, "::ffff:10.77.0.3", 9003}}) {
+		json r = ResultFor(rr, marker);
+		ASSERT_TRUE(r.is_object()) << marker << "\n" << rr.describe();
+		EXPECT_EQ(r.value("ok", false), true) << r.dump();
+		EXPECT_EQ(r.value("status", 0), 200) << r.dump();
+		EXPECT_EQ(r.value("peer", ""), peer) << r.dump();
+		EXPECT_EQ(r.value("peer_port", 0), port_) << r.dump();
+	}
+	// What the target learned, per connection: SOL_IP for the IPv4 ones
+	// (the v4-mapped one included), SOL_IPV6 for the IPv6 one.
+	for (const auto& [marker, orig] : std::vector<std::pair<std::string, std::string>>{
+		     {m4, "10.77.0.3:9001"}, {m6, "[fd77::3]:9002"}, {mm, "10.77.0.3:9003"}, {mc, "10.77.0.3:9004"}}) {
+		auto j = record_with(marker);
+		ASSERT_TRUE(j) << marker << "\n" << read_file(records_);
+		EXPECT_EQ((*j)["original"], orig) << j->dump();
+		EXPECT_EQ((*j)["proto"], "tcp") << j->dump();
+	}
+	EXPECT_NE(rr.r.out.find("target 10.77.0.3:9004\n"), std::string::npos) << rr.describe();
+	// The datagram: received by the target, answered from where it was sent.
+	auto u = record_with(mu);
+	ASSERT_TRUE(u) << read_file(records_);
+	EXPECT_EQ((*u)["proto"], "udp");
+	EXPECT_EQ((*u)["data"], mu);
+	json answer;
+	for (const auto& j : rr.out_json)
+		if (j.contains("udp"))
+			answer = j;
+	EXPECT_EQ(answer.value("from", ""), kDenied4) << rr.describe();
+	EXPECT_EQ(answer.value("port", 0), 9005) << rr.describe();
+	EXPECT_EQ(answer.value("data", ""), "target:" + mu) << rr.describe();
+
+	// A connection from outside every sandbox, straight to the target: not
+	// redirected, no answer.
+	std::string direct = env().marker("direct");
+	Result d = env().in_client(env().py("world_client.py", {fmt::format("127.0.0.1:{}", port), direct}));
+	ASSERT_EQ(d.status, 0) << d.describe();
+	auto dj = record_with(direct);
+	ASSERT_TRUE(dj) << read_file(records_);
+	EXPECT_TRUE((*dj)["original"].is_null()) << dj->dump();
+
+	for (const auto& m : {m4, m6, mm, mc, mu})
+		EXPECT_TRUE(NothingArrived(env(), m));
+	EXPECT_TRUE(Logged(env().audit(), not_a_violation("connect4", "allow", "redirect", kDenied4, 9001), name));
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+}
+
+// An unmodified transparent proxy: mitmproxy in transparent mode, which
+// asks SO_ORIGINAL_DST (mitmproxy/platform/linux.py) and forwards each
+// request there. The policy has no rule but the redirect: the request can
+// reach the sink only through mitmproxy, and only to where mitmproxy was
+// told the connection was meant to go.
+TEST_F(Target, AnUnmodifiedTransparentProxyForwardsToTheOriginalDestination)
+{
+	int port = free_port();
+	sim_cgroup_ = cgroup2_mount() + "/" + env().cgroup_parent + "/mitm";
+	std::filesystem::create_directories(sim_cgroup_);
+	std::vector<std::string> argv = {"sh", "-c", "echo $$ > \"$0\"/cgroup.procs && exec \"$@\"", sim_cgroup_};
+	for (const auto& a : env().topo->in_client({"mitmdump", "--mode", "transparent", "--listen-host", "127.0.0.1",
+						     "--listen-port", std::to_string(port), "--set",
+						     "confdir=" + env().path("mitm")}))
+		argv.push_back(a);
+	Proc& mitm = env().start(argv, "mitmdump");
+	ASSERT_TRUE(wait_until([&] { return mitm.out().find("listening at") != std::string::npos; }, 30s))
+		<< mitm.describe() << mitm.out() << mitm.err();
+
+	json policy = target_policy(port, "tcp");
+	policy["rules"].erase(1);  // IPv4 only: mitmproxy listens on 127.0.0.1
+	std::string name = sandbox("mitm");
+	std::string m = env().marker("mitm");
+	// The sink never answers: mitmproxy waits for it, curl gives up.
+	auto rr = run_with(name, {"curl", "-sS", "-m", "3", "http://10.77.0.3:9007/through/" + m}, policy);
+	EXPECT_TRUE(env().sink->wait_data(m, 1, 10s)) << rr.describe() << mitm.out() << mitm.err();
+	// Where it arrived: the original address and port.
+	json arrived;
+	for (const auto& j : read_json_lines(env().sink->log_path()))
+		if (j.value("kind", "") == "tcp" && j.value("data", "").find("GET /through/" + m) != std::string::npos)
+			arrived = j;
+	ASSERT_TRUE(arrived.is_object()) << env().sink->summary() << mitm.out();
+	EXPECT_EQ(arrived.value("dst", ""), kDenied4) << env().sink->summary();
+	EXPECT_EQ(arrived.value("port", 0), 9007) << env().sink->summary();
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+	EXPECT_EQ(mitm.out().find("Transparent mode failure"), std::string::npos) << mitm.out();
+}
+
+// Nothing listens on the target: the connect is refused there, and nothing
+// goes to the destination instead.
+TEST_F(Target, ATargetThatIsDownRefusesAndNothingLeaves)
+{
+	int port = free_port();
+	std::string name = sandbox("down");
+	std::string m = env().marker("down");
+	auto rr = run_with(name, env().py("world_client.py", {dest4(kDenied4, 9001), m}), target_policy(port));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	json r = ResultFor(rr, m);
+	EXPECT_EQ(r.value("ok", true), false) << r.dump();
+	EXPECT_EQ(Errno(r), "ECONNREFUSED") << r.dump();
+	EXPECT_NE(rr.r.err.find(fmt::format("nothing listens on 127.0.0.1:{} (TCP)", port)), std::string::npos)
+		<< rr.describe();
+	EXPECT_TRUE(NothingArrived(env(), m));
+}
+
+// An IPv4 socket cannot reach an IPv6 target: refused at connect
+// (redirect-family), nothing leaves. UDP beside a TCP-only redirect to a
+// target is refused as for the world (redirect-udp).
+TEST_F(Target, WhatCannotReachTheTargetIsRefusedNeverSentOn)
+{
+	int port = free_port();
+	start_target(port);
+	ASSERT_FALSE(HasFatalFailure());
+	std::string name = sandbox("family");
+	json policy = target_policy(port, "tcp");
+	policy["rules"][0]["to"] = fmt::format("[::1]:{}", port);
+	std::string m = env().marker("v4"), mu = env().marker("udp");
+	auto rr = run_with(name,
+			   Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m}),
+				     env().py("udp_send.py", {dest4(kDenied4, 9002), mu})}),
+			   policy);
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	json r = ResultFor(rr, m);
+	EXPECT_EQ(r.value("ok", true), false) << r.dump();
+	EXPECT_EQ(Errno(r), "EPERM") << r.dump();
+	json u = ResultFor(rr, mu);
+	EXPECT_EQ(u.value("ok", true), false) << u.dump();
+	EXPECT_EQ(Errno(u), "EPERM") << u.dump();
+	EXPECT_TRUE(
+		Logged(env().audit(), not_a_violation("connect4", "deny", "redirect-family", kDenied4, 9001), name));
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+	EXPECT_TRUE(NothingArrived(env(), m));
+	EXPECT_TRUE(NothingArrived(env(), mu));
+	EXPECT_FALSE(record_with(m)) << read_file(records_);
+}
+
+}  // namespace
+}  // namespace it
