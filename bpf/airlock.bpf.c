@@ -231,12 +231,14 @@ int al_recvmsg6(struct bpf_sock_addr *ctx)
 }
 
 /* TCP events of the sandbox's sockets: a redirected connection's origin is
- * filed as it starts. */
+ * filed as it starts, and a target's removed as it closes. */
 SEC("sockops")
 int al_sockops(struct bpf_sock_ops *skops)
 {
 	if (skops->op == BPF_SOCK_OPS_TCP_CONNECT_CB)
 		al_file_origin(skops);
+	else if (skops->op == BPF_SOCK_OPS_STATE_CB)
+		al_forget_target_origin(skops);
 	return 1;
 }
 

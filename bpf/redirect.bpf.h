@@ -312,26 +312,55 @@ static __always_inline void *al_target_origin_table_of(__u32 slot)
 	return bpf_map_lookup_elem(&al_target_origin, &slot);
 }
 
-/* A connection to a target, as it starts: filed under both ends, which is
- * what the target sees of the socket it accepts. */
+/* A connection to a target as the target sees it: both its ends. */
+static __always_inline int al_target_origin_key_of(struct bpf_sock_ops *skops, const struct al_sk_origin *so,
+						   struct al_target_origin_key *key)
+{
+	__u32 l6[4] = { skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2], skops->local_ip6[3] };
+	__u32 r6[4] = { skops->remote_ip6[0], skops->remote_ip6[1], skops->remote_ip6[2], skops->remote_ip6[3] };
+
+	key->netns_cookie = so->netns_cookie;
+	key->protocol = IPPROTO_TCP;
+	key->port = (__u16)skops->local_port;
+	key->target_port = (__u16)bpf_ntohl(skops->remote_port);
+	key->family = al_key_addr(key->addr, skops->family, skops->local_ip4, l6);
+	return al_key_addr(key->target, skops->family, skops->remote_ip4, r6) == key->family;
+}
+
+/* A connection to a target, as it starts: filed, and its state changes
+ * followed, so that its entry goes when it closes. A closed connection's
+ * entry would otherwise answer for a later one of another sandbox from
+ * the same address and port to the same target. */
 static __always_inline void al_file_target_origin(struct bpf_sock_ops *skops, struct al_sk_origin *so)
 {
 	struct al_target_origin_key key = {};
-	__u32 l6[4] = { skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2], skops->local_ip6[3] };
-	__u32 r6[4] = { skops->remote_ip6[0], skops->remote_ip6[1], skops->remote_ip6[2], skops->remote_ip6[3] };
 	void *table = al_target_origin_table_of(so->origin.slot);
 
-	if (!table)
+	if (!table || !al_target_origin_key_of(skops, so, &key))
 		return;
-	key.netns_cookie = so->netns_cookie;
-	key.protocol = IPPROTO_TCP;
-	key.port = (__u16)skops->local_port;
-	key.target_port = (__u16)bpf_ntohl(skops->remote_port);
-	key.family = al_key_addr(key.addr, skops->family, skops->local_ip4, l6);
-	if (al_key_addr(key.target, skops->family, skops->remote_ip4, r6) != key.family)
-		return;
-	if (bpf_map_update_elem(table, &key, &so->origin, BPF_ANY) == 0)
+	if (bpf_map_update_elem(table, &key, &so->origin, BPF_ANY) == 0) {
 		so->flags |= AL_SK_FILED;
+		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
+	}
+}
+
+/* sockops, as a connection to a target closes: its entry goes. */
+static __always_inline void al_forget_target_origin(struct bpf_sock_ops *skops)
+{
+	struct al_target_origin_key key = {};
+	struct bpf_sock *sk = skops->sk;
+	struct al_sk_origin *so;
+	void *table;
+
+	if (!sk || skops->args[1] != BPF_TCP_CLOSE)
+		return;
+	so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
+	if (!so || (so->flags & (AL_SK_TARGET | AL_SK_FILED)) != (AL_SK_TARGET | AL_SK_FILED))
+		return;
+	table = al_target_origin_table_of(so->origin.slot);
+	if (table && al_target_origin_key_of(skops, so, &key))
+		bpf_map_delete_elem(table, &key);
+	so->flags &= ~AL_SK_FILED;
 }
 
 /* sockops, as the connection starts: file the origin under the client's

@@ -481,7 +481,7 @@ struct al_sk_origin {
 
 enum al_sk_origin_flag {
 	AL_SK_REDIRECTED = 1u << 0, /* connect (or, UDP, the last sendmsg) went to the proxy or a target */
-	AL_SK_FILED = 1u << 1,      /* al_origin has its entry: remove it on close */
+	AL_SK_FILED = 1u << 1,      /* its origin table has its entry (a target's goes when it closes) */
 	AL_SK_TARGET = 1u << 2,     /* it went to a target (al_target), not to the proxy */
 };
 

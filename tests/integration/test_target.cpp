@@ -157,6 +157,65 @@ TEST_F(Target, ConnectsLandInTheTargetWhichLearnsWhereTheyWereMeantToGo)
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 }
 
+// A connection from a chosen source port: {"bound": PORT, "body"} once the
+// answer is read to its end (the target closes first).
+std::vector<std::string> bound_request(int sport, const std::string& dest_host, int dest_port, const std::string& marker)
+{
+	return {python(), "-c",
+		fmt::format("import json, socket\n"
+			    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+			    "s.bind(('0.0.0.0', {0})); s.settimeout(5)\n"
+			    "s.connect(('{1}', {2}))\n"
+			    "s.sendall(b'GET /{3} HTTP/1.0\\r\\n\\r\\n')\n"
+			    "b = b''\n"
+			    "while True:\n"
+			    "    c = s.recv(4096)\n"
+			    "    if not c: break\n"
+			    "    b += c\n"
+			    "s.close()\n"
+			    "print(json.dumps({{'bound': {0}, 'body': b.decode().split('\\r\\n\\r\\n')[-1]}}))\n",
+			    sport, dest_host, dest_port, marker)};
+}
+
+// A connection's entry goes when it closes: a later connection of another
+// sandbox from the same address and port to the same target is told its
+// own destination, never the closed one's (the first sandbox, in the lower
+// slot, still runs and keeps its table).
+TEST_F(Target, AClosedConnectionsOriginNeverAnswersForAnother)
+{
+	int port = free_port();
+	start_target(port);
+	ASSERT_FALSE(HasFatalFailure());
+	int sport = free_port();
+	std::string first = sandbox("first"), second = sandbox("second");
+	std::string m1 = env().marker("first"), m2 = env().marker("second");
+	std::string done = env().path("first.done"), release = env().path("first.release");
+	RunSpec a;
+	a.policy = env().write_policy(first + ".json", target_policy(port, "tcp"));
+	a.name = first;
+	a.cmd = Sequence({bound_request(sport, kDenied4, 9001, m1), {"touch", done},
+			  env().py("wait_file.py", {release, "30"})});
+	Proc& runner = env().start_run(a);
+	ASSERT_TRUE(wait_until([&] { return exists(done); }, 15s)) << runner.describe() << runner.out() << runner.err();
+
+	json policy = target_policy(port, "tcp");
+	policy["rules"][0]["cidr"] = std::string(kAllowed4) + "/32";
+	auto rr = run_with(second, bound_request(sport, kAllowed4, 9002, m2), policy);
+	write_file(release, "");
+	EXPECT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.out() << runner.err();
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+
+	auto j1 = record_with(m1), j2 = record_with(m2);
+	ASSERT_TRUE(j1 && j2) << read_file(records_);
+	EXPECT_EQ((*j1)["peer_port"], sport) << j1->dump();
+	EXPECT_EQ((*j2)["peer_port"], sport) << j2->dump();
+	EXPECT_EQ((*j1)["original"], "10.77.0.3:9001") << j1->dump();
+	EXPECT_EQ((*j2)["original"], "10.77.0.2:9002") << j2->dump();
+	EXPECT_NE(rr.r.out.find("target 10.77.0.2:9002"), std::string::npos) << rr.describe();
+	EXPECT_TRUE(NothingArrived(env(), m1));
+	EXPECT_TRUE(NothingArrived(env(), m2));
+}
+
 // An unmodified transparent proxy: mitmproxy in transparent mode, which
 // asks SO_ORIGINAL_DST (mitmproxy/platform/linux.py) and forwards each
 // request there. The policy has no rule but the redirect: the request can
