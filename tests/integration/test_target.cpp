@@ -10,12 +10,13 @@
 
 #include <filesystem>
 
+#include "daemon_fixture.h"
 #include "fixture.h"
 
 namespace it {
 namespace {
 
-class Target : public AirlockTest {
+class Target : public DaemonTest {
 protected:
 	std::string sandbox(const std::string& tag) { return "t" + env().id + "-" + tag; }
 
@@ -252,6 +253,38 @@ TEST_F(Target, AnUnmodifiedTransparentProxyForwardsToTheOriginalDestination)
 	EXPECT_EQ(arrived.value("port", 0), 9007) << env().sink->summary();
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 	EXPECT_EQ(mitm.out().find("Transparent mode failure"), std::string::npos) << mitm.out();
+}
+
+// A policy whose redirects all go to targets needs no proxy: the daemon
+// makes its sandbox (sandbox create), finds the target's listener in its
+// own network namespace (here the client namespace) and answers
+// SO_ORIGINAL_DST there; a command exec'd into the sandbox lands in it.
+TEST_F(Target, TheDaemonMakesASandboxThatRedirectsToATarget)
+{
+	int port = free_port();
+	start_target(port);
+	ASSERT_FALSE(HasFatalFailure());
+	Proc& d = env().start(env().topo->in_client(env().airlock_argv(
+				      {"daemon", "--metrics", "off", "--audit-log", env().audit_path()})),
+			      "daemon");
+	ASSERT_TRUE(wait_until([&] { return d.err().find("watching") != std::string::npos || !d.running(); }, 10s) &&
+		    d.running())
+		<< d.describe() << d.err();
+	std::string name = sandbox("daemon");
+	Result made = env().airlock({"sandbox", "create", name, "--policy",
+				     env().write_policy(name + ".json", target_policy(port, "tcp"))});
+	ASSERT_EQ(made.status, 0) << made.describe() << d.err();
+	std::string m = env().marker("daemon");
+	RunResult rr = exec(name, env().py("world_client.py", {dest4(kDenied4, 9001), m}));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	json r = ResultFor(rr, m);
+	EXPECT_EQ(r.value("status", 0), 200) << r.dump();
+	EXPECT_EQ(r.value("peer", ""), kDenied4) << r.dump();
+	auto j = record_with(m);
+	ASSERT_TRUE(j) << read_file(records_) << d.err();
+	EXPECT_EQ((*j)["original"], "10.77.0.3:9001") << j->dump() << d.err();
+	EXPECT_TRUE(NothingArrived(env(), m));
+	EXPECT_EQ(env().airlock({"sandbox", "delete", name}).status, 0);
 }
 
 // Nothing listens on the target: the connect is refused there, and nothing
