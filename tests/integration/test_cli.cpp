@@ -37,6 +37,29 @@ TEST_F(Cli, PolicyCheckAcceptsValidFiles)
 	EXPECT_EQ(bundled.status, 0) << bundled.describe();
 }
 
+// `policy show` says where each rule is decided: the kernel alone, the
+// kernel rewriting the connect to a target, or the proxy.
+TEST_F(Cli, PolicyShowSaysWhereEachRuleIsDecided)
+{
+	json p = {{"version", 1},
+		  {"name", "it-show"},
+		  {"rules",
+		   {{{"action", "redirect"}, {"cidr", "0.0.0.0/0"}, {"ports", {80}}, {"protocol", "tcp"}, {"to", "127.0.0.1:8080"}},
+		    {{"action", "redirect"}, {"domain", "smtp.example.com"}, {"to", "world"}},
+		    {{"action", "allow"}, {"domain", "pypi.org"}, {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}},
+		    {{"action", "allow"}, {"cidr", "10.0.0.0/8"}, {"budget", {{"egress_bytes", 100}}}}}},
+		  {"world", {{"dns", "resolvers"}}}};
+	Result r = env().airlock({"policy", "show", env().write_policy("show.json", p)});
+	ASSERT_EQ(r.status, 0) << r.describe();
+	auto lines = lines_of(r.out);
+	ASSERT_GE(lines.size(), 5u) << r.out;
+	EXPECT_EQ(lines[1], "  rule 0: redirect 0.0.0.0/0 ports 80 tcp to 127.0.0.1:8080 [kernel, the connect rewritten to "
+			    "the target]");
+	EXPECT_EQ(lines[2], "  rule 1: redirect smtp.example.com to world [proxy]");
+	EXPECT_EQ(lines[3], "  rule 2: allow pypi.org tcp sni-gate [proxy]");
+	EXPECT_EQ(lines[4], "  rule 3: allow 10.0.0.0/8 budget 100 bytes [kernel, budget counted in the kernel]");
+}
+
 TEST_F(Cli, PolicyCheckNamesFileAndJsonPath)
 {
 	struct Case {
