@@ -6,6 +6,7 @@
 //
 //   world_bench WORLD_ADDR:PORT ROUNDS CONNS BODY_BYTES
 //   world_bench --gate NAME 127.0.0.1:PORT ROUNDS CONNS BODY_BYTES
+//   world_bench --target PORT ADDR:PORT ROUNDS CONNS BODY_BYTES
 //
 // Each round: CONNS requests, each on a new connection (connect, GET,
 // response read to its end, close), then one POST of BODY_BYTES, against
@@ -18,6 +19,10 @@
 // follows; the TLS itself would cost the same both ways), and each round
 // starts with an A query for NAME to 127.0.0.1:53, so that the sandbox has
 // NAME's address learned. The keys are gate_* instead of world_*.
+//
+// --target: the direct server listens on 127.0.0.1:PORT, which the policy
+// redirects ADDR:PORT to ("to": "127.0.0.1:PORT"): the same server both
+// ways, the kernel's rewrite the only difference. The keys are target_*.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -232,14 +237,19 @@ static double post_mbps(const struct sockaddr_in* sa, size_t body)
 int main(int argc, char** argv)
 {
 	const char* gate = NULL;
-	if (argc == 7 && strcmp(argv[1], "--gate") == 0) {
+	int target_port = 0;
+	if (argc == 7 && strcmp(argv[1], "--target") == 0) {
+		target_port = atoi(argv[2]);
+		argv += 2;
+		argc -= 2;
+	} else if (argc == 7 && strcmp(argv[1], "--gate") == 0) {
 		gate = argv[2];
 		make_hello(gate);
 		argv += 2;
 		argc -= 2;
 	}
 	if (argc != 5) {
-		fprintf(stderr, "usage: world_bench [--gate NAME] ADDR:PORT ROUNDS CONNS BODY_BYTES\n");
+		fprintf(stderr, "usage: world_bench [--gate NAME | --target PORT] ADDR:PORT ROUNDS CONNS BODY_BYTES\n");
 		return 2;
 	}
 	char host[64];
@@ -259,6 +269,8 @@ int main(int argc, char** argv)
 	struct sockaddr_in direct = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	if (gate)
 		direct.sin_port = htons((uint16_t)(ntohs(world.sin_port) + 1));
+	if (target_port)
+		direct.sin_port = htons((uint16_t)target_port);
 	int l = socket(AF_INET, SOCK_STREAM, 0);
 	socklen_t len = sizeof(direct);
 	if (l < 0 || bind(l, (struct sockaddr*)&direct, sizeof(direct)) || listen(l, 128) ||
@@ -279,7 +291,7 @@ int main(int argc, char** argv)
 		if (pthread_create(&gt, NULL, serve, &gl))
 			die("pthread_create");
 	}
-	const char* via = gate ? "gate" : "world";
+	const char* via = gate ? "gate" : target_port ? "target" : "world";
 
 	for (int r = 0; r < rounds; r++) {
 		if (gate)

@@ -11,6 +11,12 @@
 # ClientHello, the agent connects, the proxy splices). Both servers are the
 # bench's, in the sandbox: the plain rule allows every port of 127.0.0.1 but
 # the gated one (their answers go to the clients' ports).
+#
+# MODE=target: what a redirect to a target of one's own costs. The bench's
+# server listens on 127.0.0.1:8090; the same exchanges go to it directly
+# and to 203.0.113.10:80, which a rule redirects to "127.0.0.1:8090": the
+# kernel's rewrite, the origin kept and filed, the egress check and the
+# entry's removal at close are the only difference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-7}
@@ -37,6 +43,10 @@ if sys.argv[3] == "gate":
                    {"action": "allow", "domain": "allowed.test", "ports": [8443], "protocol": "tcp",
                     "tls": {"sni": "require"}}],
          "dns": {"resolvers": ["127.0.0.1"], "types": ["A"]}}
+elif sys.argv[3] == "target":
+    p = {"version": 1, "name": "bench-target",
+         "rules": [{"action": "allow", "cidr": "127.0.0.1/32", "protocol": "tcp"},
+                   {"action": "redirect", "cidr": "203.0.113.0/24", "protocol": "tcp", "to": "127.0.0.1:8090"}]}
 else:
     p = {"version": 1, "name": "bench-world",
          "rules": [{"action": "allow", "cidr": "127.0.0.1/32", "protocol": "tcp"},
@@ -59,6 +69,11 @@ if [[ $MODE == gate ]]; then
   echo "records: $(wc -l < "$records") lines, $(grep -c '"verdict":"pass"' "$records") passed"
   rm -f "$records"
   via=gate
+elif [[ $MODE == target ]]; then
+  "${A[@]}" run --policy "$work/policy.json" --name bench-target --audit-log "$work/audit.jsonl" -- \
+    "$work/world_bench" --target 8090 203.0.113.10:80 "$ROUNDS" "$CONNS" "$BODY" 2>"$work/run.log" |
+    tee "$work/rounds" || { cat "$work/run.log" >&2; exit 1; }
+  via=target
 else
   "${A[@]}" run --policy "$work/policy.json" --name bench-world --audit-log "$work/audit.jsonl" -- \
     "$work/world_bench" 203.0.113.10:80 "$ROUNDS" "$CONNS" "$BODY" 2>"$work/run.log" | tee "$work/rounds" ||
