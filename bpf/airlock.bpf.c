@@ -231,14 +231,12 @@ int al_recvmsg6(struct bpf_sock_addr *ctx)
 }
 
 /* TCP events of the sandbox's sockets: a redirected connection's origin is
- * filed as it starts, and a target's removed as it closes. */
+ * filed as it starts. */
 SEC("sockops")
 int al_sockops(struct bpf_sock_ops *skops)
 {
 	if (skops->op == BPF_SOCK_OPS_TCP_CONNECT_CB)
 		al_file_origin(skops);
-	else if (skops->op == BPF_SOCK_OPS_STATE_CB)
-		al_forget_target_origin(skops);
 	return 1;
 }
 
@@ -250,23 +248,26 @@ int al_sockops(struct bpf_sock_ops *skops)
 struct al_target_find {
 	struct al_target_origin_key key;
 	struct al_origin origin;
+	__u64 filed_ns;
 	int found;
 };
 
+/* Every sandbox's table: the newest entry for these ends answers. */
 static long al_find_target_origin(__u32 slot, void *arg)
 {
 	struct al_target_find *f = arg;
 	void *table = al_target_origin_table_of(slot);
-	struct al_origin *o;
+	struct al_target_origin *o;
 
 	if (!table)
 		return 0;
 	o = bpf_map_lookup_elem(table, &f->key);
-	if (!o || o->slot != slot)
+	if (!o || o->origin.slot != slot || (f->found && o->filed_ns <= f->filed_ns))
 		return 0;
-	f->origin = *o;
+	f->origin = o->origin;
+	f->filed_ns = o->filed_ns;
 	f->found = 1;
-	return 1;
+	return 0;
 }
 
 #define AL_SOL_IP 0
@@ -286,13 +287,13 @@ int al_original_dst(struct bpf_sockopt *ctx)
 	__u32 src6[4] = { sk->src_ip6[0], sk->src_ip6[1], sk->src_ip6[2], sk->src_ip6[3] };
 	__u32 dst6[4] = { sk->dst_ip6[0], sk->dst_ip6[1], sk->dst_ip6[2], sk->dst_ip6[3] };
 
-	f.key.netns_cookie = bpf_get_netns_cookie(ctx);
 	f.key.protocol = IPPROTO_TCP;
 	f.key.port = bpf_ntohs(sk->dst_port);
 	f.key.target_port = (__u16)sk->src_port;
 	f.key.family = al_key_addr(f.key.addr, sk->family, sk->dst_ip4, dst6);
 	if (al_key_addr(f.key.target, sk->family, sk->src_ip4, src6) != f.key.family)
 		return 1;
+	f.key.netns_cookie = al_is_loopback(f.key.family, f.key.target) ? bpf_get_netns_cookie(ctx) : 0;
 	bpf_loop(AL_MAX_SANDBOXES, al_find_target_origin, &f, 0);
 	if (!f.found)
 		return 1;
@@ -405,7 +406,7 @@ int al_egress(struct __sk_buff *skb)
 		} else if (al_loopback_elsewhere(skb, &dst)) {
 			d.verdict = AL_VERDICT_DENY;
 			d.reason = AL_REASON_LOOPBACK_DEV;
-		} else if (!al_redirect_egress(skb, &dst, &d)) {
+		} else if (!al_redirect_egress(skb, sb, &dst, &d)) {
 			al_decide_dest(sb, &dst, AL_HOOK_EGRESS, &d);
 			if (d.reason == AL_REASON_REDIRECT) {
 				d.verdict = AL_VERDICT_DENY;
@@ -448,6 +449,24 @@ int al_egress(struct __sk_buff *skb)
 	return verdict;
 }
 
+/* A datagram to a socket redirected to a target, from that target (a DNS
+ * simulator on port 53 answering): not an answer of a resolver, nothing to
+ * learn from it. */
+static __always_inline int al_from_target(struct __sk_buff *skb, const struct al_dest *pkt)
+{
+	struct bpf_sock *sk = skb->sk;
+	struct al_sk_origin *so;
+	struct al_dest src = { .family = pkt->family, .protocol = pkt->protocol, .port = pkt->sport };
+
+	if (sk)
+		sk = bpf_sk_fullsock(sk);
+	if (!sk)
+		return 0;
+	so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
+	__builtin_memcpy(src.addr, pkt->saddr, sizeof(src.addr));
+	return so && so->origin.protocol == IPPROTO_UDP && al_is_target(so, &src);
+}
+
 /* DNS answers to the sandbox, learned before the socket sees them. Every
  * other packet passes: ingress is not where egress control happens. A
  * packet that a failed helper kept from being read passes too, counted:
@@ -460,6 +479,8 @@ int al_ingress(struct __sk_buff *skb)
 	int bad = al_parse_packet(skb, &pkt);
 
 	if (bad ? bad != AL_REASON_HELPER : pkt.protocol != IPPROTO_UDP || pkt.sport != AL_DNS_PORT)
+		return AL_PASS;
+	if (!bad && al_from_target(skb, &pkt))
 		return AL_PASS;
 	struct al_sandbox *sb = al_sandbox_of_skb(skb, &cgid);
 	if (!sb)

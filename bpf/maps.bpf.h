@@ -281,7 +281,7 @@ struct al_target_origin_table {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, AL_ORIGINS_PER_SANDBOX);
 	__uint(key_size, sizeof(struct al_target_origin_key));
-	__uint(value_size, sizeof(struct al_origin));
+	__uint(value_size, sizeof(struct al_target_origin));
 } al_target_origin_template SEC(".maps");
 
 struct {

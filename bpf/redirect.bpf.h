@@ -234,8 +234,18 @@ static __always_inline int al_is_target(const struct al_sk_origin *so, const str
 	       ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3])) == 0;
 }
 
-static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struct al_dest *dst,
-					      struct al_decision *d)
+/* The rule that redirected the socket still sends it to that target under
+ * the sandbox's policy now (a reload may have changed or removed it). */
+static __always_inline int al_target_still(const struct al_sandbox *sb, const struct al_sk_origin *so)
+{
+	const struct al_target *t = al_target_of(sb, so->origin.rule);
+
+	return t && so->origin.slot == sb->slot && t->family == so->target.family && t->port == so->target.port &&
+	       al_addr_eq(t->addr, so->target.addr);
+}
+
+static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struct al_sandbox *sb,
+					      const struct al_dest *dst, struct al_decision *d)
 {
 	__u32 *ps = al_proxy_slot_of(dst);
 
@@ -250,7 +260,8 @@ static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struc
 		if (!sk)
 			return 0;
 		so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
-		if (!so || !al_is_target(so, dst) || dst->protocol != so->origin.protocol)
+		if (!so || !al_is_target(so, dst) || dst->protocol != so->origin.protocol ||
+		    !al_target_still(sb, so))
 			return 0;
 		d->verdict = AL_VERDICT_ALLOW;
 		d->reason = AL_REASON_REDIRECT;
@@ -312,6 +323,14 @@ static __always_inline void *al_target_origin_table_of(__u32 slot)
 	return bpf_map_lookup_elem(&al_target_origin, &slot);
 }
 
+/* 127.0.0.0/8 or ::1. */
+static __always_inline int al_is_loopback(__u8 family, const __u8 *addr)
+{
+	const __u32 *w = (const __u32 *)addr;
+
+	return family == AL_FAMILY_IPV4 ? addr[0] == 127 : !(w[0] | w[1] | w[2]) && w[3] == bpf_htonl(1);
+}
+
 /* A connection to a target as the target sees it: both its ends. */
 static __always_inline int al_target_origin_key_of(struct bpf_sock_ops *skops, const struct al_sk_origin *so,
 						   struct al_target_origin_key *key)
@@ -319,48 +338,31 @@ static __always_inline int al_target_origin_key_of(struct bpf_sock_ops *skops, c
 	__u32 l6[4] = { skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2], skops->local_ip6[3] };
 	__u32 r6[4] = { skops->remote_ip6[0], skops->remote_ip6[1], skops->remote_ip6[2], skops->remote_ip6[3] };
 
-	key->netns_cookie = so->netns_cookie;
 	key->protocol = IPPROTO_TCP;
 	key->port = (__u16)skops->local_port;
 	key->target_port = (__u16)bpf_ntohl(skops->remote_port);
 	key->family = al_key_addr(key->addr, skops->family, skops->local_ip4, l6);
-	return al_key_addr(key->target, skops->family, skops->remote_ip4, r6) == key->family;
+	if (al_key_addr(key->target, skops->family, skops->remote_ip4, r6) != key->family)
+		return 0;
+	key->netns_cookie = al_is_loopback(key->family, key->target) ? so->netns_cookie : 0;
+	return 1;
 }
 
-/* A connection to a target, as it starts: filed, and its state changes
- * followed, so that its entry goes when it closes. A closed connection's
- * entry would otherwise answer for a later one of another sandbox from
- * the same address and port to the same target. */
+/* A connection to a target, as it starts: filed with the time. The entry
+ * outlives the client's socket (a target may ask after a client that sent
+ * and closed is gone); a later connection with the same ends, of any
+ * sandbox, is newer and answers instead. */
 static __always_inline void al_file_target_origin(struct bpf_sock_ops *skops, struct al_sk_origin *so)
 {
 	struct al_target_origin_key key = {};
+	struct al_target_origin v = { .origin = so->origin };
 	void *table = al_target_origin_table_of(so->origin.slot);
 
 	if (!table || !al_target_origin_key_of(skops, so, &key))
 		return;
-	if (bpf_map_update_elem(table, &key, &so->origin, BPF_ANY) == 0) {
+	v.filed_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(table, &key, &v, BPF_ANY) == 0)
 		so->flags |= AL_SK_FILED;
-		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
-	}
-}
-
-/* sockops, as a connection to a target closes: its entry goes. */
-static __always_inline void al_forget_target_origin(struct bpf_sock_ops *skops)
-{
-	struct al_target_origin_key key = {};
-	struct bpf_sock *sk = skops->sk;
-	struct al_sk_origin *so;
-	void *table;
-
-	if (!sk || skops->args[1] != BPF_TCP_CLOSE)
-		return;
-	so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
-	if (!so || (so->flags & (AL_SK_TARGET | AL_SK_FILED)) != (AL_SK_TARGET | AL_SK_FILED))
-		return;
-	table = al_target_origin_table_of(so->origin.slot);
-	if (table && al_target_origin_key_of(skops, so, &key))
-		bpf_map_delete_elem(table, &key);
-	so->flags &= ~AL_SK_FILED;
 }
 
 /* sockops, as the connection starts: file the origin under the client's

@@ -481,17 +481,20 @@ struct al_sk_origin {
 
 enum al_sk_origin_flag {
 	AL_SK_REDIRECTED = 1u << 0, /* connect (or, UDP, the last sendmsg) went to the proxy or a target */
-	AL_SK_FILED = 1u << 1,      /* its origin table has its entry (a target's goes when it closes) */
+	AL_SK_FILED = 1u << 1,      /* its origin table has its entry */
 	AL_SK_TARGET = 1u << 2,     /* it went to a target (al_target), not to the proxy */
 };
 
 /* Map "al_target_origin", array of maps indexed by slot, one LRU hash per
  * sandbox whose policy redirects to a target (of al_target_origin_template's
  * shape): a connection to a target as the target sees the socket it
- * accepted (its peer and its own address and port) -> al_origin. Filed by
- * sockops as the connection starts; read by al_original_dst, the
+ * accepted (its peer and its own address and port) -> al_target_origin.
+ * Filed by sockops as the connection starts; read by al_original_dst, the
  * getsockopt(SO_ORIGINAL_DST) program attached to the target's cgroup. An
- * IPv4 address in an IPv6 socket is keyed as IPv4, on both ends. */
+ * IPv4 address in an IPv6 socket is keyed as IPv4, on both ends. The
+ * network namespace's cookie is in the key for a loopback target only
+ * (loopback never leaves a namespace); a routed target, reached from
+ * another namespace, is keyed with 0 on both ends. */
 struct al_target_origin_key {
 	__u64 netns_cookie;
 	__u8 family;       /* al_family, of both ends */
@@ -501,6 +504,14 @@ struct al_target_origin_key {
 	__u16 pad;
 	__u8 addr[16];     /* the client's address */
 	__u8 target[16];   /* the target's address */
+};
+/* Its value: the origin, and when it was filed (CLOCK_MONOTONIC). Entries
+ * stay until their table evicts them (a target may ask after the client has
+ * closed); the newest of all tables answers, as a later connection with
+ * the same ends replaces an earlier one. */
+struct al_target_origin {
+	struct al_origin origin;
+	__u64 filed_ns;
 };
 #define AL_SO_ORIGINAL_DST 80 /* getsockopt(SOL_IP or SOL_IPV6, SO_ORIGINAL_DST) of netfilter */
 
@@ -666,6 +677,7 @@ AL_STATIC_ASSERT(sizeof(struct al_sk_origin) == 72, "al_sk_origin layout");
 AL_STATIC_ASSERT(sizeof(struct al_target_key) == 8, "al_target_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_target) == 24, "al_target layout");
 AL_STATIC_ASSERT(sizeof(struct al_target_origin_key) == 48, "al_target_origin_key layout");
+AL_STATIC_ASSERT(sizeof(struct al_target_origin) == 40, "al_target_origin layout");
 AL_STATIC_ASSERT(sizeof(struct al_origin_key) == 32, "al_origin_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==
 			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13 +

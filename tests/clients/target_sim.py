@@ -2,7 +2,7 @@
 """A target of the operator's, as a transparent proxy is one: it asks each
 connection where it was meant to go.
 
-  target_sim.py PORT RECORDS READY
+  target_sim.py PORT RECORDS READY [late]
 
 Listens for TCP on 127.0.0.1:PORT and [::1]:PORT (v6-only) and for UDP on
 127.0.0.1:PORT and [::1]:PORT. For each TCP connection it asks
@@ -12,7 +12,9 @@ connection, SOL_IPV6 on an IPv6 one), reads one request line, answers
 {"proto":"tcp","peer","peer_port","original" ("ADDR:PORT", "[ADDR]:PORT",
 or null),"error" (errno name when unanswered),"line"}. A datagram is
 appended as {"proto":"udp","peer","peer_port","data"} and answered with
-"target:" + data. READY is written once every socket listens.
+"target:" + data. READY is written once every socket listens. With
+"late", it reads each connection to its end before it asks (a client that
+sent and closed is gone by then) and answers nothing.
 """
 import errno
 import json
@@ -46,23 +48,28 @@ def original(conn):
         return None, errno.errorcode.get(e.errno, str(e.errno))
 
 
-def serve_tcp(conn, path):
+def serve_tcp(conn, path, late):
     with conn:
         peer = conn.getpeername()
-        orig, err = original(conn)
+        if not late:
+            orig, err = original(conn)
         conn.settimeout(5)
         data = b""
         try:
-            while b"\n" not in data:
+            while late or b"\n" not in data:
                 chunk = conn.recv(4096)
                 if not chunk:
                     break
                 data += chunk
         except OSError:
             pass
+        if late:
+            orig, err = original(conn)
         line = data.split(b"\r\n", 1)[0].decode("utf-8", "replace")
         record(path, {"proto": "tcp", "peer": peer[0], "peer_port": peer[1], "original": orig, "error": err,
                       "line": line})
+        if late:
+            return
         body = ("target %s\n" % orig).encode()
         try:
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
@@ -70,10 +77,10 @@ def serve_tcp(conn, path):
             pass
 
 
-def accept_loop(ls, path):
+def accept_loop(ls, path, late):
     while True:
         conn, _ = ls.accept()
-        threading.Thread(target=serve_tcp, args=(conn, path), daemon=True).start()
+        threading.Thread(target=serve_tcp, args=(conn, path, late), daemon=True).start()
 
 
 def udp_loop(us, path):
@@ -86,6 +93,7 @@ def udp_loop(us, path):
 
 def main():
     port, path, ready = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    late = sys.argv[4:] == ["late"]
     threads = []
     for fam, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
         ls = socket.socket(fam, socket.SOCK_STREAM)
@@ -94,7 +102,7 @@ def main():
             ls.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         ls.bind((host, port))
         ls.listen(64)
-        threads.append(threading.Thread(target=accept_loop, args=(ls, path), daemon=True))
+        threads.append(threading.Thread(target=accept_loop, args=(ls, path, late), daemon=True))
         us = socket.socket(fam, socket.SOCK_DGRAM)
         if fam == socket.AF_INET6:
             us.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)

@@ -23,15 +23,18 @@ protected:
 	// The simulator on 127.0.0.1:port and [::1]:port of the client
 	// namespace, in the cgroup CGROUP_PARENT/sim (removed with the test's
 	// cgroups); its records in records_.
-	void start_target(int port)
+	void start_target(int port, const std::string& mode = "")
 	{
 		sim_cgroup_ = cgroup2_mount() + "/" + env().cgroup_parent + "/sim";
 		std::filesystem::create_directories(sim_cgroup_);
 		records_ = env().path("target.jsonl");
 		std::string ready = env().path("target.ready");
 		std::vector<std::string> argv = {"sh", "-c", "echo $$ > \"$0\"/cgroup.procs && exec \"$@\"", sim_cgroup_};
-		for (const auto& a : env().topo->in_client(
-			     {python(), client_script("target_sim.py"), std::to_string(port), records_, ready}))
+		std::vector<std::string> sim = {python(), client_script("target_sim.py"), std::to_string(port), records_,
+						ready};
+		if (!mode.empty())
+			sim.push_back(mode);
+		for (const auto& a : env().topo->in_client(sim))
 			argv.push_back(a);
 		sim_ = &env().start(argv, "target");
 		ASSERT_TRUE(wait_until([&] { return exists(ready); }, 10s)) << sim_->describe() << sim_->err();
@@ -215,6 +218,54 @@ TEST_F(Target, AClosedConnectionsOriginNeverAnswersForAnother)
 	EXPECT_NE(rr.r.out.find("target 10.77.0.2:9002"), std::string::npos) << rr.describe();
 	EXPECT_TRUE(NothingArrived(env(), m1));
 	EXPECT_TRUE(NothingArrived(env(), m2));
+}
+
+// A client that sends and closes at once (fire and forget): the target
+// reads to the end and asks only then, after the client's socket is gone,
+// and is still told where it was meant to go.
+TEST_F(Target, ATargetThatAsksAfterTheClientClosedIsStillTold)
+{
+	int port = free_port();
+	start_target(port, "late");
+	ASSERT_FALSE(HasFatalFailure());
+	std::string m = env().marker("late");
+	auto rr = run_with(sandbox("late"),
+			   {python(), "-c",
+			    fmt::format("import socket\n"
+					"s = socket.create_connection(('{}', 9011), 5)\n"
+					"s.sendall(b'{}\\n')\n"
+					"s.close()\n",
+					kDenied4, m)},
+			   target_policy(port, "tcp"));
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	std::optional<json> j;
+	ASSERT_TRUE(wait_until([&] { return (j = record_with(m)).has_value(); }, 10s)) << read_file(records_);
+	EXPECT_EQ((*j)["original"], "10.77.0.3:9011") << j->dump();
+	EXPECT_TRUE(NothingArrived(env(), m));
+}
+
+// A simulator on port 53 as the target of UDP (a DNS simulator taking
+// 10.77.0.3:5353): its answer, from port 53, is not taken for a resolver's
+// (unsolicited, dropped) but reaches the client, from where it sent.
+// (Port 53 itself is the DNS policy's, judged before any rule.)
+TEST_F(Target, AnAnswerFromATargetOnPort53ReachesTheClient)
+{
+	start_target(53);
+	ASSERT_FALSE(HasFatalFailure());
+	json policy = target_policy(53, "udp");
+	policy["rules"][0]["ports"] = {5353};
+	std::string m = env().marker("dns");
+	auto rr = run_with(sandbox("dns53"), udp_exchange(kDenied4, 5353, m), policy);
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	json answer;
+	for (const auto& j : rr.out_json)
+		if (j.contains("udp"))
+			answer = j;
+	EXPECT_EQ(answer.value("from", ""), kDenied4) << rr.describe();
+	EXPECT_EQ(answer.value("port", 0), 5353) << rr.describe();
+	EXPECT_EQ(answer.value("data", ""), "target:" + m) << rr.describe();
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+	EXPECT_TRUE(NothingArrived(env(), m));
 }
 
 // An unmodified transparent proxy: mitmproxy in transparent mode, which

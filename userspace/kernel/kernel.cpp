@@ -188,6 +188,7 @@ Kernel Kernel::load_or_adopt(const std::string& bpf_dir, bool idle)
 		std::filesystem::remove_all(maps_dir(bpf_dir), ec);
 		std::filesystem::remove_all(bpf_dir + "/links", ec);
 		std::filesystem::remove_all(tracepoints_dir(bpf_dir), ec);
+		std::filesystem::remove_all(bpf_dir + "/targets", ec);
 		if (ec)
 			fail("remove stale pins under {}: {}", bpf_dir, ec.message());
 	}

@@ -242,6 +242,7 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 	// (it was killed).
 	::unlink(paths.proxy_stats(r.name).c_str());
 	remove_record(paths, r.name);
+	forget_targets(paths);
 }
 
 std::string resolve_attach_target(const Paths& paths, const std::string& cgroup, int pid)

@@ -19,6 +19,7 @@
 #include "sandbox/cgroup.h"
 #include "util/error.h"
 #include "util/fd.h"
+#include "util/files.h"
 
 namespace fs = std::filesystem;
 
@@ -132,22 +133,30 @@ std::vector<uint64_t> tcp_listener_cgroups(const Address& target, uint16_t port)
 	return {ids.begin(), ids.end()};
 }
 
-std::optional<std::string> cgroup_path_of_id(uint64_t id)
+std::optional<std::pair<Fd, std::string>> open_cgroup_by_id(uint64_t id)
 {
-	const std::string& root = cgroup::mount_point();
-	struct stat st;
-	if (::stat(root.c_str(), &st) == 0 && st.st_ino == id)
-		return root;
+	// A cgroup2 file handle is its id (FILEID_KERNFS).
+	struct {
+		file_handle h;
+		uint64_t id;
+	} handle{};
+	handle.h.handle_bytes = sizeof(uint64_t);
+	handle.h.handle_type = 0xfe;  // FILEID_KERNFS
+	handle.id = id;
+	Fd mount(::open(cgroup::mount_point().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (!mount.valid())
+		return std::nullopt;
+	Fd fd(::open_by_handle_at(mount.get(), &handle.h, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (!fd.valid())
+		return std::nullopt;
 	std::error_code ec;
-	for (fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
-	     !ec && it != end; it.increment(ec)) {
-		if (!it->is_directory(ec) || it->is_symlink(ec))
-			continue;
-		if (::lstat(it->path().c_str(), &st) == 0 && st.st_ino == id)
-			return it->path().string();
-	}
-	return std::nullopt;
+	std::string path = fs::read_symlink("/proc/self/fd/" + std::to_string(fd.get()), ec).string();
+	if (ec)
+		return std::nullopt;
+	return std::make_pair(std::move(fd), path);
 }
+
+std::string targets_dir(const std::string& bpf_dir) { return bpf_dir + "/targets"; }
 
 void prepare_targets(kernel::Kernel& k, const Paths& paths, const SandboxRecord& r, const Policy& p)
 {
@@ -159,7 +168,6 @@ void prepare_targets(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 		return;
 	if (!k.has_target_origin_table(r.slot))
 		k.create_target_origin_table(r.slot);
-	std::string links = kernel::links_dir(paths.bpf_dir, r.name);
 	std::set<std::pair<Address, uint16_t>> seen;
 	for (const Rule* rule : targets) {
 		const RedirectTarget& t = *rule->redirect;
@@ -168,14 +176,17 @@ void prepare_targets(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 		std::string where = t.address.family == AL_FAMILY_IPV6
 					    ? fmt::format("[{}]:{}", format_address(t.address), t.port)
 					    : fmt::format("{}:{}", format_address(t.address), t.port);
+		auto no_answer = [&](const std::string& why) {
+			spdlog::warn("{}: {}: the target at {} (rule {}) gets no answer to SO_ORIGINAL_DST", r.name, why,
+				     where, rule->index);
+		};
 		std::vector<uint64_t> ids;
 		try {
 			ids = tcp_listener_cgroups(t.address, t.port);
 		} catch (const std::exception& e) {
 			// A kernel without inet_diag (a module): the redirect holds,
 			// the target is not told origins.
-			spdlog::warn("{}: cannot find who listens on {} ({}): it gets no answer to SO_ORIGINAL_DST", r.name,
-				     where, e.what());
+			no_answer(fmt::format("cannot find who listens ({})", e.what()));
 			continue;
 		}
 		if (ids.empty()) {
@@ -186,23 +197,50 @@ void prepare_targets(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 			continue;
 		}
 		for (uint64_t id : ids) {
-			std::string pin = fmt::format("{}/{}_{}", links, kernel::kOriginalDst, id);  // bpffs refuses dots
+			// One link per cgroup for every sandbox: the program looks in
+			// every sandbox's table.
+			std::string pin = fmt::format("{}/{}_{}", targets_dir(paths.bpf_dir), kernel::kOriginalDst, id);
 			if (fs::exists(pin))
 				continue;
-			auto path = cgroup_path_of_id(id);
-			if (!path) {
-				spdlog::warn("{}: the listener on {} is in cgroup {}, which is not under {}: it gets no answer "
-					     "to SO_ORIGINAL_DST",
-					     r.name, where, id, cgroup::mount_point());
+			auto cg = open_cgroup_by_id(id);
+			if (!cg) {
+				no_answer(fmt::format("its listener's cgroup {} cannot be opened", id));
 				continue;
 			}
-			Fd cgfd(::open(path->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-			if (!cgfd.valid())
-				fail_errno("open cgroup " + *path);
-			k.attach_original_dst(cgfd.get(), pin);
-			spdlog::info("{}: SO_ORIGINAL_DST answered for {}'s listener in {}", r.name, where, *path);
+			const std::string& path = cg->second;
+			// Not on the root cgroup (the program would run on every
+			// getsockopt of the host), nor on a sandbox's (a sandbox
+			// listening on the target is not the target).
+			if (cgroup::level_of(path) <= 0) {
+				no_answer(fmt::format("its listener is in the root cgroup {}; run it in a cgroup of its own",
+						      path));
+				continue;
+			}
+			bool sandbox = false;
+			for (const auto& other : load_records(paths))
+				sandbox = sandbox || path == other.cgroup || path.rfind(other.cgroup + "/", 0) == 0;
+			if (sandbox || path == r.cgroup || path.rfind(r.cgroup + "/", 0) == 0) {
+				no_answer(fmt::format("its listener is in the cgroup {} of a sandbox", path));
+				continue;
+			}
+			try {
+				make_dirs(targets_dir(paths.bpf_dir));
+				k.attach_original_dst(cg->first.get(), pin);
+			} catch (const std::exception& e) {
+				no_answer(e.what());
+				continue;
+			}
+			spdlog::info("{}: SO_ORIGINAL_DST answered for {}'s listener in {}", r.name, where, path);
 		}
 	}
+}
+
+void forget_targets(const Paths& paths)
+{
+	if (!load_records(paths).empty())
+		return;
+	std::error_code ec;
+	fs::remove_all(targets_dir(paths.bpf_dir), ec);
 }
 
 }  // namespace airlock

@@ -13,6 +13,7 @@
 #include "net/address.h"
 #include "policy/policy.h"
 #include "sandbox/state.h"
+#include "util/fd.h"
 
 namespace airlock {
 
@@ -22,15 +23,23 @@ namespace airlock {
 // one that is not v6-only takes IPv4 too). Empty when nothing listens.
 std::vector<uint64_t> tcp_listener_cgroups(const Address& addr, uint16_t port);
 
-// The path of the cgroup with this id under the cgroup2 mount, if any.
-std::optional<std::string> cgroup_path_of_id(uint64_t id);
+// The cgroup with this id, opened by its handle, and its path.
+std::optional<std::pair<Fd, std::string>> open_cgroup_by_id(uint64_t id);
+
+// Where the links of al_original_dst are pinned: BPF_DIR/targets.
+std::string targets_dir(const std::string& bpf_dir);
 
 // For a sandbox whose policy redirects to targets: its target-origin table
 // (made if missing), and al_original_dst attached to the cgroup of each
-// TCP target's listener, its link pinned with the sandbox's links (removed
-// with them). A target nothing listens on yet is said in one warning: its
-// connects are refused until something does, and that gets no answer to
-// SO_ORIGINAL_DST until the next reload.
+// TCP target's listener, once per cgroup for all sandboxes (pinned as
+// targets/al_original_dst_<cgroup id>). Not to the root cgroup nor to a
+// sandbox's: a warning says so. A target nothing listens on yet is said in
+// one warning: its connects are refused until something does, and that
+// gets no answer to SO_ORIGINAL_DST until the next reload. Nothing here
+// fails the sandbox: the redirect holds whatever the target is told.
 void prepare_targets(kernel::Kernel&, const Paths&, const SandboxRecord&, const Policy&);
+
+// Once no sandbox is left: the links of al_original_dst are removed.
+void forget_targets(const Paths&);
 
 }  // namespace airlock
