@@ -268,6 +268,59 @@ TEST_F(Target, AnAnswerFromATargetOnPort53ReachesTheClient)
 	EXPECT_TRUE(NothingArrived(env(), m));
 }
 
+// A connected UDP socket redirected to the target keeps its rewritten
+// peer, and its sends pass no sendmsg hook: after a reload that drops the
+// redirect, egress judges its datagrams by the rules, and the next one
+// never reaches the target.
+TEST_F(Target, AReloadThatDropsTheRedirectStopsTheSocketsDatagrams)
+{
+	int port = free_port();
+	start_target(port);
+	ASSERT_FALSE(HasFatalFailure());
+	std::string name = sandbox("reload");
+	std::string m1 = env().marker("before"), m2 = env().marker("after");
+	std::string sent = env().path("first.sent"), release = env().path("second.release");
+	json policy = target_policy(port, "udp");
+	policy["on_violation"] = "deny";
+	RunSpec spec;
+	spec.policy = env().write_policy(name + ".json", policy);
+	spec.name = name;
+	spec.cmd = {python(), "-c",
+		    fmt::format("import json, os, socket, time\n"
+				"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+				"s.connect(('{0}', 9005))\n"
+				"s.send(b'{1}')\n"
+				"open('{2}', 'w').close()\n"
+				"while not os.path.exists('{3}'): time.sleep(0.01)\n"
+				"try:\n"
+				"    s.send(b'{4}'); r = 'sent'\n"
+				"except OSError as e:\n"
+				"    r = e.strerror\n"
+				"print(json.dumps({{'second': r}}))\n",
+				kDenied4, m1, sent, release, m2)};
+	Proc& runner = env().start_run(spec);
+	ASSERT_TRUE(wait_until([&] { return exists(sent) && record_with(m1).has_value(); }, 15s))
+		<< runner.describe() << runner.err() << read_file(records_);
+	json dropped = {{"version", 1}, {"name", "it-target-dropped"}, {"mode", "enforce"}, {"on_violation", "deny"},
+			{"rules", json::array()}};
+	Result r = env().airlock({"reload", name, env().write_policy(name + "-dropped.json", dropped)}, 10s);
+	ASSERT_EQ(r.status, 0) << r.describe();
+	write_file(release, "");
+	ASSERT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.describe() << runner.err();
+	// A datagram that had reached the target would be recorded by now: the
+	// target records each as it arrives, and this fence follows it.
+	std::string fence = env().marker("fence");
+	Result f = env().in_client(
+		{python(), "-c",
+		 fmt::format("import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'{}', "
+			     "('127.0.0.1', {}))",
+			     fence, port)});
+	ASSERT_EQ(f.status, 0) << f.describe();
+	ASSERT_TRUE(wait_until([&] { return record_with(fence).has_value(); }, 10s)) << read_file(records_);
+	EXPECT_FALSE(record_with(m2)) << read_file(records_);
+	EXPECT_TRUE(NothingArrived(env(), m2));
+}
+
 // An unmodified transparent proxy: mitmproxy in transparent mode, which
 // asks SO_ORIGINAL_DST (mitmproxy/platform/linux.py) and forwards each
 // request there. The policy has no rule but the redirect: the request can
