@@ -15,6 +15,7 @@
 
 #define AL_AF_INET 2
 #define AL_AF_INET6 10
+#define AL_PAGE_SIZE 4096
 #define AL_SOCK_DGRAM 2
 #define AL_SOCK_RAW 3
 
@@ -231,12 +232,14 @@ int al_recvmsg6(struct bpf_sock_addr *ctx)
 }
 
 /* TCP events of the sandbox's sockets: a redirected connection's origin is
- * filed as it starts. */
+ * filed as it starts; a target's is marked closed as it closes. */
 SEC("sockops")
 int al_sockops(struct bpf_sock_ops *skops)
 {
 	if (skops->op == BPF_SOCK_OPS_TCP_CONNECT_CB)
 		al_file_origin(skops);
+	else if (skops->op == BPF_SOCK_OPS_STATE_CB)
+		al_close_target_origin(skops);
 	return 1;
 }
 
@@ -249,10 +252,12 @@ struct al_target_find {
 	struct al_target_origin_key key;
 	struct al_origin origin;
 	__u64 filed_ns;
+	__u64 now;
 	int found;
 };
 
-/* Every sandbox's table: the newest entry for these ends answers. */
+/* Every sandbox's table: the newest entry for these ends answers, if its
+ * client's socket is open or closed within the grace period. */
 static long al_find_target_origin(__u32 slot, void *arg)
 {
 	struct al_target_find *f = arg;
@@ -262,7 +267,8 @@ static long al_find_target_origin(__u32 slot, void *arg)
 	if (!table)
 		return 0;
 	o = bpf_map_lookup_elem(table, &f->key);
-	if (!o || o->origin.slot != slot || (f->found && o->filed_ns <= f->filed_ns))
+	if (!o || o->origin.slot != slot || (f->found && o->filed_ns <= f->filed_ns) ||
+	    (o->closed_ns && f->now - o->closed_ns > AL_TARGET_GRACE_NS))
 		return 0;
 	f->origin = o->origin;
 	f->filed_ns = o->filed_ns;
@@ -281,6 +287,12 @@ int al_original_dst(struct bpf_sockopt *ctx)
 	struct bpf_sock *sk = ctx->sk;
 	struct al_target_find f = {};
 
+	/* Past a page the program sees a truncated buffer: optlen 0 leaves the
+	 * kernel's answer as it is (before Linux 6.5, anything else is EFAULT). */
+	if (ctx->optlen > AL_PAGE_SIZE) {
+		ctx->optlen = 0;
+		return 1;
+	}
 	if (ctx->optname != AL_SO_ORIGINAL_DST || (ctx->level != AL_SOL_IP && ctx->level != AL_SOL_IPV6) || !sk ||
 	    sk->protocol != IPPROTO_TCP)
 		return 1;
@@ -294,6 +306,7 @@ int al_original_dst(struct bpf_sockopt *ctx)
 	if (al_key_addr(f.key.target, sk->family, sk->src_ip4, src6) != f.key.family)
 		return 1;
 	f.key.netns_cookie = al_is_loopback(f.key.family, f.key.target) ? bpf_get_netns_cookie(ctx) : 0;
+	f.now = bpf_ktime_get_ns();
 	bpf_loop(AL_MAX_SANDBOXES, al_find_target_origin, &f, 0);
 	if (!f.found)
 		return 1;

@@ -348,10 +348,11 @@ static __always_inline int al_target_origin_key_of(struct bpf_sock_ops *skops, c
 	return 1;
 }
 
-/* A connection to a target, as it starts: filed with the time. The entry
- * outlives the client's socket (a target may ask after a client that sent
- * and closed is gone); a later connection with the same ends, of any
- * sandbox, is newer and answers instead. */
+/* A connection to a target, as it starts: filed with the time, its state
+ * changes followed. The entry outlives the client's socket for a grace
+ * period (a target may ask after a client that sent and closed is gone);
+ * a later connection with the same ends, of any sandbox, is newer and
+ * answers instead. */
 static __always_inline void al_file_target_origin(struct bpf_sock_ops *skops, struct al_sk_origin *so)
 {
 	struct al_target_origin_key key = {};
@@ -361,8 +362,34 @@ static __always_inline void al_file_target_origin(struct bpf_sock_ops *skops, st
 	if (!table || !al_target_origin_key_of(skops, so, &key))
 		return;
 	v.filed_ns = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(table, &key, &v, BPF_ANY) == 0)
+	if (bpf_map_update_elem(table, &key, &v, BPF_ANY) == 0) {
 		so->flags |= AL_SK_FILED;
+		bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_STATE_CB_FLAG);
+	}
+}
+
+/* sockops, as a connection to a target closes: its entry says when, and
+ * answers for AL_TARGET_GRACE_NS more. */
+static __always_inline void al_close_target_origin(struct bpf_sock_ops *skops)
+{
+	struct al_target_origin_key key = {};
+	struct bpf_sock *sk = skops->sk;
+	struct al_target_origin *v;
+	struct al_sk_origin *so;
+	void *table;
+
+	if (!sk || skops->args[1] != BPF_TCP_CLOSE)
+		return;
+	so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
+	if (!so || (so->flags & (AL_SK_TARGET | AL_SK_FILED)) != (AL_SK_TARGET | AL_SK_FILED))
+		return;
+	so->flags &= ~AL_SK_FILED;
+	table = al_target_origin_table_of(so->origin.slot);
+	if (!table || !al_target_origin_key_of(skops, so, &key))
+		return;
+	v = bpf_map_lookup_elem(table, &key);
+	if (v && !v->closed_ns)
+		v->closed_ns = bpf_ktime_get_ns();
 }
 
 /* sockops, as the connection starts: file the origin under the client's

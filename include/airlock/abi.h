@@ -505,14 +505,18 @@ struct al_target_origin_key {
 	__u8 addr[16];     /* the client's address */
 	__u8 target[16];   /* the target's address */
 };
-/* Its value: the origin, and when it was filed (CLOCK_MONOTONIC). Entries
- * stay until their table evicts them (a target may ask after the client has
- * closed); the newest of all tables answers, as a later connection with
- * the same ends replaces an earlier one. */
+/* Its value: the origin, when it was filed and when the client's socket
+ * closed (CLOCK_MONOTONIC, 0: open). An entry answers while the client's
+ * socket is open and for AL_TARGET_GRACE_NS after (a target may read
+ * first and ask after the client sent and closed); the newest of all
+ * tables answers, as a later connection with the same ends replaces an
+ * earlier one. */
 struct al_target_origin {
 	struct al_origin origin;
 	__u64 filed_ns;
+	__u64 closed_ns;
 };
+#define AL_TARGET_GRACE_NS (5ull * 1000000000ull)
 #define AL_SO_ORIGINAL_DST 80 /* getsockopt(SOL_IP or SOL_IPV6, SO_ORIGINAL_DST) of netfilter */
 
 /* Map "al_origin", array of maps indexed by slot, one LRU hash per sandbox
@@ -677,7 +681,7 @@ AL_STATIC_ASSERT(sizeof(struct al_sk_origin) == 72, "al_sk_origin layout");
 AL_STATIC_ASSERT(sizeof(struct al_target_key) == 8, "al_target_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_target) == 24, "al_target layout");
 AL_STATIC_ASSERT(sizeof(struct al_target_origin_key) == 48, "al_target_origin_key layout");
-AL_STATIC_ASSERT(sizeof(struct al_target_origin) == 40, "al_target_origin layout");
+AL_STATIC_ASSERT(sizeof(struct al_target_origin) == 48, "al_target_origin layout");
 AL_STATIC_ASSERT(sizeof(struct al_origin_key) == 32, "al_origin_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_counters) ==
 			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13 +

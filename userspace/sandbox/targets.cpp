@@ -204,10 +204,14 @@ void prepare_targets(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 				continue;
 			auto cg = open_cgroup_by_id(id);
 			if (!cg) {
-				no_answer(fmt::format("its listener's cgroup {} cannot be opened", id));
+				no_answer(fmt::format("its listener's cgroup {} cannot be opened ({})", id, std::strerror(errno)));
 				continue;
 			}
 			const std::string& path = cg->second;
+			if (path.rfind(cgroup::mount_point() + "/", 0) != 0 && path != cgroup::mount_point()) {
+				no_answer(fmt::format("its listener's cgroup {} is not under {}", path, cgroup::mount_point()));
+				continue;
+			}
 			// Not on the root cgroup (the program would run on every
 			// getsockopt of the host), nor on a sandbox's (a sandbox
 			// listening on the target is not the target).
