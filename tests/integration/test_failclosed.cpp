@@ -35,8 +35,10 @@ TEST_F(FailClosed, AgentKilledEnforcementStaysNewAgentAdoptsKillCleansUp)
 	ASSERT_TRUE(runner.running()) << runner.describe();
 
 	auto ids_before = pinned_prog_ids(env().bpf_dir);
-	// Ten, and the two unix hooks this kernel has.
-	ASSERT_EQ(ids_before.size(), 14u) << "expected fourteen pinned programs under " << env().bpf_dir << "/progs";
+	// Twelve per sandbox, the two unix hooks this kernel has, and
+	// al_original_dst (attached to targets' cgroups).
+	ASSERT_EQ(ids_before.size(), 15u) << "expected fifteen pinned programs under " << env().bpf_dir << "/progs";
+	EXPECT_EQ(ids_before.count("al_original_dst"), 1u) << env().bpf_dir;
 	auto st = env().status_of(orphan);
 	ASSERT_TRUE(st) << "status does not list the sandbox";
 	EXPECT_EQ(st->value("runner_pid", -1), runner.pid()) << st->dump();
