@@ -26,14 +26,16 @@ protected:
 		return cg;
 	}
 
-	// `airlock daemon` for this test's state directory, ready when it says so.
-	Proc& start_daemon(std::vector<std::string> extra = {})
+	// `airlock daemon` for this test's state directory, ready when it says
+	// so; in_client: in the client namespace (where commands it runs start).
+	Proc& start_daemon(std::vector<std::string> extra = {}, bool in_client = false)
 	{
 		std::vector<std::string> args = {"daemon"};
 		if (std::find(extra.begin(), extra.end(), "--metrics") == extra.end())
 			args.insert(args.end(), {"--metrics", "off"});
 		args.insert(args.end(), extra.begin(), extra.end());
-		Proc& d = env().start(env().airlock_argv(args), "daemon");
+		std::vector<std::string> argv = env().airlock_argv(args);
+		Proc& d = env().start(in_client ? env().topo->in_client(argv) : argv, "daemon");
 		if (!wait_until([&] { return d.err().find("watching") != std::string::npos || !d.running(); }, 10s) ||
 		    !d.running())
 			throw std::runtime_error("the daemon did not start: " + d.describe());

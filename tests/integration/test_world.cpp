@@ -21,6 +21,7 @@
 
 #include "dns_world.h"
 #include "fixture.h"
+#include "world_fixture.h"
 
 namespace it {
 namespace {
@@ -37,33 +38,10 @@ protected:
 	std::string sandbox(const std::string& tag) { return "w" + env().id + "-" + tag; }
 	std::string records(const std::string& name) const { return records_dir_ + "/" + name + ".jsonl"; }
 
-	// Everything redirected to the world; protocol: of the redirect rules,
-	// "" both.
 	json world_policy(const std::string& on_violation = "deny", json extra_rules = json::array(),
 			  const std::string& protocol = "")
 	{
-		json rules = extra_rules;
-		for (const char* cidr : {"0.0.0.0/0", "::/0"}) {
-			json r = {{"action", "redirect"}, {"cidr", cidr}, {"to", "world"}};
-			if (!protocol.empty())
-				r["protocol"] = protocol;
-			rules.push_back(r);
-		}
-		return json{{"version", 1},
-			    {"name", "it-world"},
-			    {"mode", "enforce"},
-			    {"on_violation", on_violation},
-			    {"rules", rules},
-			    {"world",
-			     {{"records", records_dir_},
-			      {"max_body_bytes", 1024},
-			      {"dns", "resolvers"},
-			      {"responses",
-			       json::array({{{"host", "*"},
-					     {"method", "GET"},
-					     {"path", "/fixture"},
-					     {"status", 201},
-					     {"body", "from the fixture\n"}}})}}}};
+		return it::world_policy(records_dir_, on_violation, std::move(extra_rules), protocol);
 	}
 
 	RunResult run_in_world(const std::string& name, const std::vector<std::string>& cmd, const json& policy,
@@ -80,23 +58,7 @@ protected:
 	// The records of a sandbox, waited for until `n` are there.
 	std::vector<json> wait_records(const std::string& name, size_t n, Ms timeout = 5s)
 	{
-		std::vector<json> lines;
-		wait_until(
-			[&] {
-				lines = read_json_lines(records(name));
-				return lines.size() >= n;
-			},
-			timeout);
-		return lines;
-	}
-
-	static std::optional<json> record_with(const std::vector<json>& lines, const std::string& key,
-					       const std::string& needle)
-	{
-		for (const auto& j : lines)
-			if (j.contains(key) && j[key].is_string() && j[key].get<std::string>().find(needle) != std::string::npos)
-				return j;
-		return std::nullopt;
+		return it::wait_records(records(name), n, timeout);
 	}
 
 	std::string records_dir_;

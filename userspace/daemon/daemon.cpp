@@ -8,7 +8,9 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +35,7 @@
 #include "ops/config.h"
 #include "ops/control.h"
 #include "ops/ops.h"
+#include "ops/proxy.h"
 #include "ops/request.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
@@ -42,6 +45,10 @@
 #include "util/exit_code.h"
 #include "util/fd.h"
 #include "util/files.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
 
 namespace airlock {
 
@@ -82,11 +89,219 @@ struct Daemon {
 	std::map<std::string, std::string> declared_errors;  // name -> last error, logged once
 	std::map<std::string, std::string> supervise_errors;  // likewise
 
+	// The proxies of supervised sandboxes whose policy needs one (a
+	// redirect to the world, the SNI gate), with the descriptors of theirs
+	// the loop watches: new ones at each start. Declared after `k` and
+	// `sups`: destroyed before them, each clearing its kernel entry.
+	struct ProxyWatch {
+		std::unique_ptr<ops::SandboxProxy> proxy;
+		int pidfd = -1, control = -1;
+	};
+	// Proxies sent SIGTERM, waited for by the loop, never by a call that
+	// would hold up another sandbox's freeze: killed 2 s later if still
+	// there. Declared before `proxies`, which hand theirs over as they go.
+	struct Stopping {
+		pid_t pid;
+		Fd pidfd;
+		uint64_t deadline_ns;
+	};
+	std::map<int, Stopping> stopping;  // by pidfd
+	std::map<std::string, ProxyWatch> proxies;
+	std::map<std::string, std::string> proxy_errors;  // name -> last error, logged once
+
 	void forget(Supervisor& sup)
 	{
+		stop_proxy(sup.record().name, false);
 		loop.remove(sup.epoll_fd());
 		if (metrics)
 			metrics->untrack(sup.record().name);
+	}
+
+	void unwatch(ProxyWatch& w)
+	{
+		for (int* fd : {&w.pidfd, &w.control})
+			if (*fd >= 0) {
+				loop.remove(*fd);
+				*fd = -1;
+			}
+	}
+
+	// The loop watches the proxy's current descriptors: its exit (then it
+	// is started again, or stays down), its channel (the SNI gate's
+	// requests, its counts).
+	void watch(const std::string& name, ProxyWatch& w)
+	{
+		if (w.pidfd == w.proxy->pidfd() && w.control == w.proxy->control_fd())
+			return;
+		unwatch(w);
+		w.pidfd = w.proxy->pidfd();
+		w.control = w.proxy->control_fd();
+		if (w.pidfd >= 0)
+			loop.add(w.pidfd, EPOLLIN, [this, name](uint32_t) {
+				auto it = proxies.find(name);
+				if (it == proxies.end())
+					return;
+				it->second.proxy->reap();
+				watch(name, it->second);
+			});
+		if (w.control >= 0)
+			loop.add(w.control, EPOLLIN, [this, name](uint32_t) {
+				auto it = proxies.find(name);
+				if (it == proxies.end())
+					return;
+				it->second.proxy->serve();
+				watch(name, it->second);
+				// A connection the gate denied set the latch: the freeze starts now.
+				if (auto s = sups.find(name); s != sups.end())
+					s->second->poll();
+			});
+	}
+
+	// Stops a sandbox's proxy. `record_kept`: the sandbox is still this
+	// one, its kernel entry is cleared (a redirected connect fails with
+	// no-proxy); else its slot may be another sandbox's already, and only
+	// the process and the files go.
+	void stop_proxy(const std::string& name, bool record_kept = true)
+	{
+		auto it = proxies.find(name);
+		if (it == proxies.end())
+			return;
+		unwatch(it->second);
+		if (!record_kept)
+			it->second.proxy->keep_kernel_entries();
+		proxies.erase(it);
+		proxy_errors.erase(name);
+	}
+
+	// The network namespace a sandbox's proxy listens in: its processes'
+	// (their connects are rewritten to a loopback address of their own
+	// namespace). A sandbox made through the daemon has its commands
+	// started in the daemon's (`airlock exec` checks): an invalid Fd. An
+	// attached cgroup (or a runner's sandbox left behind): the namespace of
+	// its first process; nullopt while it has none (the proxy starts when
+	// one appears).
+	std::optional<Fd> proxy_netns(const SandboxRecord& r, int pid_hint) const
+	{
+		if (r.managed)
+			return Fd();
+		std::vector<int> pids;
+		if (pid_hint > 0)
+			pids.push_back(pid_hint);
+		for (int p : cgroup::pids_within(r.cgroup))
+			pids.push_back(p);
+		for (int p : pids) {
+			// The process must still be in the sandbox when its namespace is open.
+			Fd ns(::open(fmt::format("/proc/{}/ns/net", p).c_str(), O_RDONLY | O_CLOEXEC));
+			std::string cg;
+			try {
+				cg = cgroup::of_pid(p);
+			} catch (const std::exception&) {
+				continue;
+			}
+			if (ns.valid() && (cg == r.cgroup || cg.rfind(r.cgroup + "/", 0) == 0))
+				return ns;
+		}
+		return std::nullopt;
+	}
+
+	// Starts the proxy a supervised sandbox's policy needs, or stops the
+	// one it no longer needs; a policy that still needs one is handed to
+	// it (after a reload). Never throws: a proxy that cannot start leaves
+	// redirected connects failing closed (no-proxy), and says why once.
+	void sync_proxy(const std::string& name, int pid_hint = 0)
+	{
+		auto s = sups.find(name);
+		if (s == sups.end()) {
+			stop_proxy(name);
+			return;
+		}
+		Supervisor& sup = *s->second;
+		bool need = ops::needs_proxy(sup.policy());
+		auto it = proxies.find(name);
+		if (!need) {
+			if (it != proxies.end())
+				spdlog::info("{}: its policy needs no proxy now; stopped", name);
+			stop_proxy(name);
+			return;
+		}
+		if (it != proxies.end()) {
+			it->second.proxy->set_policy(sup.policy(), sup.record().bank);
+			watch(name, it->second);
+			return;
+		}
+		std::string error;
+		try {
+			auto netns = proxy_netns(sup.record(), pid_hint);
+			if (!netns) {
+				error = "no process in its cgroup yet: its proxy starts when one appears (until then "
+					"redirected connects fail, reason no-proxy)";
+			} else {
+				ops::ProxyOptions po;
+				po.netns = std::move(*netns);
+				po.on_stopping = [this](pid_t pid, Fd pidfd) { wait_for_stop(pid, std::move(pidfd)); };
+				auto px = std::make_unique<ops::SandboxProxy>(*k, paths, sup.record(), sup.policy(),
+									      std::move(po));
+				px->on_violation = [this, name](const nlohmann::json& j) { gate_denied(name, j); };
+				auto& w = proxies[name];
+				w.proxy = std::move(px);
+				watch(name, w);
+				proxy_errors.erase(name);
+				return;
+			}
+		} catch (const std::exception& e) {
+			error = fmt::format("its proxy cannot start: {}; redirected connects fail (reason no-proxy)",
+					    e.what());
+		}
+		std::string& last = proxy_errors[name];
+		if (last != error)
+			spdlog::warn("{}: {}", name, error);
+		last = error;
+	}
+
+	void wait_for_stop(pid_t pid, Fd pidfd)
+	{
+		int fd = pidfd.get();
+		if (fd < 0)
+			return;
+		stopping[fd] = Stopping{pid, std::move(pidfd), monotonic_ns() + 2000000000ull};
+		loop.add(fd, EPOLLIN, [this, fd](uint32_t) {
+			auto it = stopping.find(fd);
+			if (it == stopping.end())
+				return;
+			siginfo_t si{};
+			if (::waitid(static_cast<idtype_t>(P_PIDFD), fd, &si, WEXITED | WNOHANG) != 0 || si.si_pid != 0) {
+				loop.remove(fd);
+				stopping.erase(it);
+			}
+		});
+	}
+
+	// Stopped proxies that outlived their 2 s: killed (their pidfd then
+	// says so, and they are waited for).
+	void kill_lingering()
+	{
+		uint64_t now = monotonic_ns();
+		for (auto& [fd, s] : stopping)
+			if (now >= s.deadline_ns) {
+				spdlog::warn("proxy {}: still there 2 s after SIGTERM; killed", s.pid);
+				::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
+				s.deadline_ns = UINT64_MAX;
+			}
+	}
+
+	// A connection the SNI gate denied: a violation, which takes the
+	// sandbox's on_violation through its latch.
+	void gate_denied(const std::string& name, const nlohmann::json& j)
+	{
+		auto s = sups.find(name);
+		if (s == sups.end())
+			return;
+		const SandboxRecord& r = s->second->record();
+		nlohmann::json e = j;
+		e["latched"] = k->set_latch(r.slot, r.cgroup_id);
+		s->second->audit().write(name, e);
+		spdlog::warn("{}: denied by the SNI gate: {}:{} '{}': {}", name, e.value("dst", ""), e.value("port", 0),
+			     e.value("sni", ""), e.value("reason", ""));
 	}
 
 	static constexpr size_t kRecent = 200;
@@ -175,6 +390,7 @@ struct Daemon {
 			return false;
 		it->second->poll();
 		bool killed = it->second->killed_on_violation();
+		stop_proxy(name);  // its record is still there: its kernel entry is cleared
 		forget(*it->second);
 		sups.erase(it);
 		return killed;
@@ -201,6 +417,7 @@ struct Daemon {
 			n.managed = true;
 			n.runner_pid = q.runner_pid;
 		}
+		n.starts_proxy = true;
 		std::string msg;
 		auto added = ops::add(paths, n, &msg);
 		if (!added)
@@ -210,7 +427,7 @@ struct Daemon {
 		// watched; a sandbox that cannot be is unmade, not left enforced
 		// with nobody to freeze it.
 		try {
-			supervise(rec);
+			supervise(rec, n.pid);
 		} catch (const std::exception& e) {
 			ops::unmake(paths, rec, std::string("cannot supervise it: ") + e.what());
 			fail("{}: cannot supervise it: {}; {}", rec.name, e.what(),
@@ -232,6 +449,13 @@ struct Daemon {
 							     : state == Supervisor::State::Frozen ? "frozen"
 												  : "killed"},
 						   {"killed_on_violation", it->second->killed_on_violation()}};
+			}
+			if (auto p = proxies.find(s["name"].get<std::string>()); p != proxies.end()) {
+				const auto& px = *p->second.proxy;
+				s["supervisor"]["proxy"] = {{"pid", px.pid() > 0 ? nlohmann::json(px.pid()) : nullptr},
+							    {"port", px.port()},
+							    {"netns", px.netns_inode()},
+							    {"ca_file", px.ca_file()}};
 			}
 		}
 		return {{"ok", true}, {"status", st}};
@@ -273,8 +497,10 @@ struct Daemon {
 			if (!msg)
 				return msg.rejection();
 			policies.watch_file(file);
-			if (auto it = sups.find(name); it != sups.end())
+			if (auto it = sups.find(name); it != sups.end()) {
 				it->second->refresh();
+				sync_proxy(name);
+			}
 			return nlohmann::json{{"ok", true}, {"message", *msg}};
 		}
 		case Cmd::Attach:
@@ -508,6 +734,11 @@ struct Daemon {
 				++it;
 			}
 		}
+		// A proxy that could not start yet (an attached cgroup without a
+		// process): tried again.
+		for (const auto& [name, sup] : sups)
+			if (!proxies.count(name) && ops::needs_proxy(sup->policy()))
+				sync_proxy(name);
 		for (const auto& r : records) {
 			// A runner supervises its own sandbox, unless it was made through the daemon.
 			if (sups.count(r.name) || (runner_alive(r) && !r.managed))
@@ -525,8 +756,9 @@ struct Daemon {
 		}
 	}
 
-	// Starts supervising one sandbox; throws what stands in the way.
-	void supervise(const SandboxRecord& r)
+	// Starts supervising one sandbox, and its proxy if its policy needs
+	// one; throws what stands in the way of the supervision.
+	void supervise(const SandboxRecord& r, int pid_hint = 0)
 	{
 		if (!k)
 			k.emplace(kernel::Kernel::adopt(paths.bpf_dir));
@@ -536,9 +768,14 @@ struct Daemon {
 		policies.watch_file(r.policy_file);
 		if (metrics) {
 			sup->on_frozen = [m = metrics](double s) { m->freeze_latency(s); };
-			sup->on_reload = [m = metrics, name = r.name](bool ok) { m->reload(name, ok); };
 			metrics->track(r.name);
 		}
+		sup->on_reload = [this, name = r.name](bool ok) {
+			if (metrics)
+				metrics->reload(name, ok);
+			if (ok)
+				sync_proxy(name);
+		};
 		// A ring's events wake its own supervisor alone, before any
 		// request: a violation among them is frozen now.
 		loop.add(sup->epoll_fd(), EPOLLIN, [this, name = r.name](uint32_t) {
@@ -548,6 +785,7 @@ struct Daemon {
 		spdlog::info("{}: supervising {} ({})", r.name, r.cgroup,
 			     r.attached ? "attached" : r.managed ? "made through the daemon" : "its runner is gone");
 		sups[r.name] = std::move(sup);
+		sync_proxy(r.name, pid_hint);
 	}
 };
 
@@ -712,6 +950,7 @@ int run_daemon(const Paths& paths, const DaemonOptions& o)
 	d.loop.every(200000000ull, [&] {
 		for (auto& [name, sup] : d.sups)
 			sup->poll();
+		d.kill_lingering();
 		d.prune_subscribers();
 		control.expire(monotonic_ns());
 	});

@@ -176,18 +176,9 @@ std::vector<std::string> escape_warnings(const std::string& cgroup_path)
 	std::vector<std::string> out;
 	const std::string& mount = cgroup::mount_point();
 	std::string relative = cgroup_path.size() > mount.size() ? cgroup_path.substr(mount.size()) : "/";
-	std::error_code ec;
-	std::vector<std::string> dirs = {cgroup_path};
-	for (auto it = std::filesystem::recursive_directory_iterator(cgroup_path, ec);
-	     !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-		if (it->is_directory(ec))
-			dirs.push_back(it->path().string());
-	for (const auto& d : dirs) {
-		std::istringstream procs(read_file(d + "/cgroup.procs").value_or(""));
-		for (int pid; procs >> pid;)
-			if (std::string why = escape_reason(pid, relative); !why.empty())
-				out.push_back(fmt::format("process {} could leave the sandbox: {}", pid, why));
-	}
+	for (int pid : cgroup::pids_within(cgroup_path))
+		if (std::string why = escape_reason(pid, relative); !why.empty())
+			out.push_back(fmt::format("process {} could leave the sandbox: {}", pid, why));
 	return out;
 }
 
@@ -303,10 +294,10 @@ Result<SandboxRecord> add(const Paths& paths, const NewSandbox& o, std::string* 
 	if (!loaded)
 		return loaded.rejection();
 	const Policy& policy = *loaded;
-	if (needs_proxy(policy))
+	if (needs_proxy(policy) && !o.starts_proxy)
 		return Rejection{{fmt::format("{}: policy '{}' needs a proxy (a redirect to the world, or the SNI "
-					      "gate), which only `airlock run` starts in this version",
-					      o.policy_file, policy.name)}};
+					      "gate), which `airlock daemon` or `airlock run` starts: no daemon runs for {}",
+					      o.policy_file, policy.name, paths.state_dir)}};
 	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
 	bool attach = !o.cgroup.empty() || o.pid > 0;
 	// Opened before anything is made: a log that cannot be written fails the

@@ -43,6 +43,10 @@ struct NewSandbox {
 	bool managed = false;  // made through the daemon, which supervises it
 	int runner_pid = 0;    // `airlock run` through the daemon
 	AuditBound audit_bound;
+	// The caller (the daemon) starts the proxy that a policy which
+	// redirects to the world, or gates by SNI, needs; without it such a
+	// policy is refused.
+	bool starts_proxy = false;
 };
 // One line per process of the cgroup (and its descendants) that could move
 // itself out of it: CAP_SYS_ADMIN in its effective set, or uid 0 with a

@@ -7,6 +7,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -18,6 +19,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -62,9 +64,37 @@ bool bind_to_lo(int fd)
 	return ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, lo, sizeof(lo) - 1) == 0;
 }
 
-Fd listener(int family, uint16_t port)
+// A socket of the network namespace netns (not valid: this process's).
+// setns(2) moves the calling thread alone: a thread of its own makes the
+// socket, which stays in the namespace it was made in.
+Fd socket_in(const Fd& netns, int family, int type)
 {
-	Fd s(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	if (!netns.valid())
+		return Fd(::socket(family, type, 0));
+	int fd = -1, error = 0;
+	std::thread t([&] {
+		if (::setns(netns.get(), CLONE_NEWNET) != 0) {
+			error = errno;
+			return;
+		}
+		fd = ::socket(family, type, 0);
+		error = errno;
+	});
+	t.join();
+	errno = error;
+	return Fd(fd);
+}
+
+uint64_t netns_inode_of(const Fd& netns)
+{
+	struct stat st{};
+	int rc = netns.valid() ? ::fstat(netns.get(), &st) : ::stat("/proc/self/ns/net", &st);
+	return rc == 0 ? st.st_ino : 0;
+}
+
+Fd listener(const Fd& netns, int family, uint16_t port)
+{
+	Fd s = socket_in(netns, family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (!s.valid() || !bind_to_lo(s.get()))
 		return Fd();
 	int one = 1;
@@ -89,9 +119,9 @@ Fd listener(int family, uint16_t port)
 	return s;
 }
 
-Fd datagram_socket(int family, uint16_t port)
+Fd datagram_socket(const Fd& netns, int family, uint16_t port)
 {
-	Fd s(::socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+	Fd s = socket_in(netns, family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (!s.valid() || !bind_to_lo(s.get()))
 		return Fd();
 	int rc;
@@ -161,7 +191,8 @@ std::string ca_bundle_file(const Paths& paths, const std::string& sandbox)
 
 SandboxProxy::SandboxProxy(kernel::Kernel& k, const Paths& paths, const SandboxRecord& rec, const Policy& policy,
 			   ProxyOptions o)
-    : k_(k), paths_(paths), rec_(rec), policy_(policy), o_(std::move(o)), records_(records_file(policy, rec.name))
+    : k_(k), paths_(paths), rec_(rec), policy_(policy), o_(std::move(o)), records_(records_file(policy, rec.name)),
+      netns_inode_(netns_inode_of(o_.netns))
 {
 	if (policy_.world) {
 		// The world's CA: one for the sandbox's life (a restarted proxy
@@ -230,7 +261,8 @@ void SandboxProxy::forget_ca()
 SandboxProxy::~SandboxProxy()
 {
 	try {
-		k_.set_proxy(rec_.slot, al_proxy{});
+		if (kernel_entries_)
+			k_.set_proxy(rec_.slot, al_proxy{});
 	} catch (const std::exception& e) {
 		spdlog::error("{}: {}", rec_.name, e.what());
 	}
@@ -238,7 +270,8 @@ SandboxProxy::~SandboxProxy()
 	forget_ca();
 	::unlink(paths_.proxy_stats(rec_.name).c_str());
 	try {
-		k_.delete_origin_table(rec_.slot);
+		if (kernel_entries_)
+			k_.delete_origin_table(rec_.slot);
 	} catch (const std::exception& e) {
 		spdlog::error("{}: {}", rec_.name, e.what());
 	}
@@ -250,24 +283,24 @@ void SandboxProxy::start()
 	starts_total_++;
 	// Listeners first: the same port again if it is free, so that the
 	// records of one sandbox name one proxy port.
-	Fd l4 = listener(AF_INET, port_);
+	Fd l4 = listener(o_.netns, AF_INET, port_);
 	if (!l4.valid() && port_ != 0)
-		l4 = listener(AF_INET, 0);
+		l4 = listener(o_.netns, AF_INET, 0);
 	if (!l4.valid())
 		fail_errno("listen on 127.0.0.1 for the proxy of sandbox " + rec_.name);
 	port_ = port_of(l4.get());
-	Fd l6 = listener(AF_INET6, port_);
+	Fd l6 = listener(o_.netns, AF_INET6, port_);
 	if (!l6.valid())
 		spdlog::warn("{}: no proxy listener on [::1]:{} ({}): IPv6 destinations are not redirected, their "
 			     "connects fail (no-proxy)",
 			     rec_.name, port_, std::strerror(errno));
 	// Datagrams on the same port: without, they are refused (redirect-udp).
-	Fd u4 = datagram_socket(AF_INET, port_);
+	Fd u4 = datagram_socket(o_.netns, AF_INET, port_);
 	if (!u4.valid())
 		spdlog::warn("{}: no proxy UDP socket on 127.0.0.1:{} ({}): redirected IPv4 datagrams are refused "
 			     "(redirect-udp)",
 			     rec_.name, port_, std::strerror(errno));
-	Fd u6 = l6.valid() ? datagram_socket(AF_INET6, port_) : Fd();
+	Fd u6 = l6.valid() ? datagram_socket(o_.netns, AF_INET6, port_) : Fd();
 	if (l6.valid() && !u6.valid())
 		spdlog::warn("{}: no proxy UDP socket on [::1]:{} ({}): redirected IPv6 datagrams are refused "
 			     "(redirect-udp)",
@@ -407,9 +440,9 @@ void SandboxProxy::start()
 		px.flags |= AL_PROXY_UDP6;
 	k_.set_proxy(rec_.slot, px);
 	write_stats();  // its start counted
-	spdlog::info("{}: proxy {} on 127.0.0.1:{}{}{}, records in {}", rec_.name, pid_, port_,
+	spdlog::info("{}: proxy {} on 127.0.0.1:{}{}{}{}, records in {}", rec_.name, pid_, port_,
 		     l6.valid() ? fmt::format(" and [::1]:{}", port_) : "", u4.valid() ? " (TCP and UDP)" : " (TCP)",
-		     records_);
+		     o_.netns.valid() ? fmt::format(" in net:[{}]", netns_inode_) : "", records_);
 }
 
 bool SandboxProxy::gated() const
@@ -467,7 +500,7 @@ void SandboxProxy::answer(const proxy::GateRequest& q)
 		Address a = from_raw(v.family, v.addr);
 		sockaddr_storage ss{};
 		socklen_t len = to_sockaddr(a, v.port, ss);
-		s = Fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+		s = socket_in(o_.netns, ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC);
 		bool started = s.valid() && (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) == 0 ||
 					     errno == EINPROGRESS);
 		if (!started)
@@ -519,7 +552,13 @@ void SandboxProxy::stop()
 {
 	if (pid_ <= 0)
 		return;
-	::kill(pid_, SIGTERM);
+	::kill(pid_, SIGTERM);  // a child not yet waited for: its pid is its own
+	if (o_.on_stopping) {
+		o_.on_stopping(pid_, std::move(pidfd_));
+		pid_ = -1;
+		pidfd_.reset();
+		return;
+	}
 	struct pollfd p = {pidfd_.get(), POLLIN, 0};
 	if (::poll(&p, 1, 2000) != 1)
 		::kill(pid_, SIGKILL);

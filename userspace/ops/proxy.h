@@ -43,6 +43,16 @@ struct ProxyOptions {
 	// (redirects fail closed) and the agent says so.
 	unsigned max_restarts = 5;
 	std::chrono::seconds window{10};
+	// The network namespace its sockets are made in (its listeners, and the
+	// SNI gate's sockets to origins): the one of the sandbox's processes,
+	// whose connects are rewritten to a loopback address of their own
+	// namespace. Not valid: this process's.
+	Fd netns;
+	// Set: a proxy being stopped is sent SIGTERM and handed over (its pid
+	// and pidfd) to be waited for by the caller's loop, which must SIGKILL
+	// it if it lingers; the stop never blocks. Unset: the stop waits for it
+	// (SIGKILL after 2 s).
+	std::function<void(pid_t, Fd)> on_stopping;
 };
 
 class SandboxProxy {
@@ -56,6 +66,8 @@ public:
 	int pidfd() const { return pidfd_.get(); }
 	pid_t pid() const { return pid_; }
 	uint16_t port() const { return port_; }
+	// The inode of the network namespace its listeners are in.
+	uint64_t netns_inode() const { return netns_inode_; }
 	// The world's CA bundle ("" without a world): what the command's
 	// SSL_CERT_FILE and the like name.
 	const std::string& ca_file() const { return ca_file_; }
@@ -78,6 +90,10 @@ public:
 	// closed). generation() changes then: its descriptors are new.
 	void set_policy(const Policy& p, unsigned bank);
 	uint64_t generation() const { return starts_total_; }
+	// The sandbox is gone and its slot may be another's already: the
+	// destructor stops the process and removes the files, and leaves the
+	// kernel's entries (the sandbox's removal cleared them) alone.
+	void keep_kernel_entries() { kernel_entries_ = false; }
 	// The proxy's counts from the sandbox's start, over every restart
 	// (what STATE_DIR/world/SANDBOX.stats.json holds).
 	proxy::ProxyCounts counts() const;
@@ -101,6 +117,7 @@ private:
 	std::string records_;
 	proxy::WorldCa ca_;
 	std::string ca_file_;
+	uint64_t netns_inode_ = 0;
 	uint16_t port_ = 0;
 	pid_t pid_ = -1;
 	Fd pidfd_;
@@ -109,6 +126,7 @@ private:
 	std::vector<std::chrono::steady_clock::time_point> starts_;
 	uint64_t starts_total_ = 0;
 	bool draining_ = false;  // retire(): a connect request is not answered
+	bool kernel_entries_ = true;
 	proxy::WorldStats base_;     // what the proxies before this one counted
 	proxy::WorldStats current_;  // what this one said last
 	std::chrono::steady_clock::time_point stats_written_;

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -265,7 +266,22 @@ int exec(const Paths& paths, const std::string& name, const RunOptions& o)
 	Fd sigfd = block_signals();
 	auto started = std::filesystem::file_time_type::clock::now();
 	bool scoped = sb.contains("unix") && sb["unix"].value("abstract", "") == "landlock-scoped";
-	Child child = spawn(name, sb["cgroup"].get<std::string>(), o, *loaded, true, scoped);
+	// The sandbox's proxy listens on loopback in one network namespace: a
+	// command started in another would find nothing at its redirects.
+	std::vector<std::string> env;
+	if (sb.contains("supervisor") && sb["supervisor"].contains("proxy")) {
+		const auto& px = sb["supervisor"]["proxy"];
+		struct stat st{};
+		uint64_t here = ::stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+		uint64_t there = px.value("netns", uint64_t{0});
+		if (there != 0 && here != there)
+			fail("sandbox '{}': its proxy listens in network namespace net:[{}], and this is net:[{}]: run "
+			     "airlock exec in the daemon's network namespace",
+			     name, there, here);
+		if (std::string ca = px.value("ca_file", ""); !ca.empty())
+			env = proxy::ca_environment(ca);
+	}
+	Child child = spawn(name, sb["cgroup"].get<std::string>(), o, *loaded, true, scoped, std::move(env));
 	siginfo_t si = wait_child(child, sigfd.get(), nullptr, nullptr);
 	int status = exit_status_of(si);
 	if (killed_by_sigkill(si)) {

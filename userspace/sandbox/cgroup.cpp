@@ -122,39 +122,43 @@ bool inside(const std::string& cg, const std::string& root)
 
 }  // namespace
 
-size_t resume_stopped(const std::string& path)
+std::vector<int> pids_within(const std::string& path)
 {
-	// Every process, not only those in state T: one the freezer caught
-	// before its SIGSTOP took effect still has the signal pending, and
-	// SIGCONT discards it.
-	size_t resumed = 0;
 	std::vector<std::string> dirs = {path};
 	std::error_code ec;
 	for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
 	     it.increment(ec))
 		if (it->is_directory(ec) && !it->is_symlink(ec))
 			dirs.push_back(it->path().string());
+	std::vector<int> pids;
 	for (const auto& d : dirs) {
-		auto procs = read_file(d + "/cgroup.procs");
-		if (!procs)
+		std::istringstream in(read_file(d + "/cgroup.procs").value_or(""));
+		for (int pid; in >> pid;)
+			pids.push_back(pid);
+	}
+	return pids;
+}
+
+size_t resume_stopped(const std::string& path)
+{
+	// Every process, not only those in state T: one the freezer caught
+	// before its SIGSTOP took effect still has the signal pending, and
+	// SIGCONT discards it.
+	size_t resumed = 0;
+	for (int pid : pids_within(path)) {
+		// The pidfd names one process for good; it is signalled only
+		// if that process is still in the sandbox (not a reused pid).
+		int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+		if (fd < 0)
 			continue;
-		std::istringstream in(*procs);
-		int pid;
-		while (in >> pid) {
-			// The pidfd names one process for good; it is signalled only
-			// if that process is still in the sandbox (not a reused pid).
-			int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-			if (fd < 0)
-				continue;
-			bool ours = false;
-			try {
-				ours = inside(of_pid(pid), path);
-			} catch (const std::exception&) {
-			}
-			if (ours && ::syscall(SYS_pidfd_send_signal, fd, SIGCONT, nullptr, 0) == 0)
-				resumed++;
-			::close(fd);
+		bool ours = false;
+		try {
+			ours = inside(of_pid(pid), path);
+		} catch (const std::exception&) {
 		}
+		if (ours && ::syscall(SYS_pidfd_send_signal, fd, SIGCONT, nullptr, 0) == 0)
+			resumed++;
+		::close(fd);
 	}
 	return resumed;
 }
