@@ -467,15 +467,9 @@ int al_egress(struct __sk_buff *skb)
  * learn from it. */
 static __always_inline int al_from_target(struct __sk_buff *skb, const struct al_dest *pkt)
 {
-	struct bpf_sock *sk = skb->sk;
-	struct al_sk_origin *so;
+	struct al_sk_origin *so = al_skb_origin(skb);
 	struct al_dest src = { .family = pkt->family, .protocol = pkt->protocol, .port = pkt->sport };
 
-	if (sk)
-		sk = bpf_sk_fullsock(sk);
-	if (!sk)
-		return 0;
-	so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
 	__builtin_memcpy(src.addr, pkt->saddr, sizeof(src.addr));
 	return so && so->origin.protocol == IPPROTO_UDP && al_is_target(so, &src);
 }

@@ -244,49 +244,53 @@ static __always_inline int al_target_still(const struct al_sandbox *sb, const st
 	       al_addr_eq(t->addr, so->target.addr);
 }
 
+/* The origin kept for a packet's socket, if it has one. */
+static __always_inline struct al_sk_origin *al_skb_origin(struct __sk_buff *skb)
+{
+	struct bpf_sock *sk = skb->sk;
+
+	if (sk)
+		sk = bpf_sk_fullsock(sk);
+	return sk ? bpf_sk_storage_get(&al_sk_origin, sk, 0, 0) : 0;
+}
+
+static __always_inline void al_pass_redirected(const struct al_sk_origin *so, struct al_decision *d)
+{
+	d->verdict = AL_VERDICT_ALLOW;
+	d->reason = AL_REASON_REDIRECT;
+	d->rule = so->origin.rule;
+	d->quiet = 1;
+}
+
+/* A packet to a proxy's port: decided here, denied unless its socket was
+ * redirected to that proxy. A packet to a target (a sandbox with target
+ * rules only looks): passed if its socket was redirected there, with the
+ * protocol it was redirected with, under a rule that still sends it there.
+ * Returns 0 when the rules are to decide. */
 static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struct al_sandbox *sb,
 					      const struct al_dest *dst, struct al_decision *d)
 {
 	__u32 *ps = al_proxy_slot_of(dst);
+	struct al_sk_origin *so;
 
 	if (!ps) {
-		/* A packet to a target passes from a socket redirected there,
-		 * of the protocol it was redirected with. */
-		struct bpf_sock *sk = skb->sk;
-		struct al_sk_origin *so;
-
-		if (sk)
-			sk = bpf_sk_fullsock(sk);
-		if (!sk)
+		if (!(sb->flags & AL_SB_TARGETS))
 			return 0;
-		so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
+		so = al_skb_origin(skb);
 		if (!so || !al_is_target(so, dst) || dst->protocol != so->origin.protocol ||
 		    !al_target_still(sb, so))
 			return 0;
-		d->verdict = AL_VERDICT_ALLOW;
-		d->reason = AL_REASON_REDIRECT;
-		d->rule = so->origin.rule;
-		d->quiet = 1;
+		al_pass_redirected(so, d);
 		return 1;
 	}
 	d->rule = AL_RULE_NONE;
 	d->verdict = AL_VERDICT_DENY;
 	d->reason = AL_REASON_PROXY_PORT;
-	struct bpf_sock *sk = skb->sk;
-	if (sk)
-		sk = bpf_sk_fullsock(sk);
-	if (sk) {
-		struct al_sk_origin *so = bpf_sk_storage_get(&al_sk_origin, sk, 0, 0);
-
-		if (so && (so->flags & AL_SK_REDIRECTED) && dst->protocol == so->origin.protocol &&
-		    so->origin.slot == *ps) {
-			d->verdict = AL_VERDICT_ALLOW;
-			d->reason = AL_REASON_REDIRECT;
-			d->rule = so->origin.rule;
-			d->quiet = 1;
-			if (dst->protocol == IPPROTO_UDP)
-				al_file_datagram(so, dst);
-		}
+	so = al_skb_origin(skb);
+	if (so && (so->flags & AL_SK_REDIRECTED) && dst->protocol == so->origin.protocol && so->origin.slot == *ps) {
+		al_pass_redirected(so, d);
+		if (dst->protocol == IPPROTO_UDP)
+			al_file_datagram(so, dst);
 	}
 	return 1;
 }

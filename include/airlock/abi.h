@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 11
+#define AL_ABI_VERSION 12
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -215,6 +215,9 @@ enum al_sandbox_flag {
 	/* Some allow rule has a byte budget: only then do connects and packets
 	 * look al_budget up. */
 	AL_SB_BUDGETS = 1u << 4,
+	/* Some redirect rule goes to a target of the operator's: only then do
+	 * egress packets look their socket's origin up for it. */
+	AL_SB_TARGETS = 1u << 5,
 };
 
 /* Map "al_config", array of one. */
@@ -431,9 +434,11 @@ struct al_proxy {
 
 /* Map "al_proxy_port", hash: the port of every sandbox's proxy -> its slot
  * (__u32 port in host order -> __u32 slot). Every proxy listens on
- * 127.0.0.1 and ::1 of the agent's network namespace: its port, named
- * directly there, is a proxy port for every sandbox, and a packet reaches it
- * only from a socket redirected to that slot's proxy. */
+ * 127.0.0.1 and ::1 of its sandbox's network namespace, on a port no other
+ * proxy holds, in any namespace (the agent claims it with BPF_NOEXIST, or
+ * binds another): its port, named directly, is a proxy port for every
+ * sandbox, and a packet reaches it only from a socket redirected to that
+ * slot's proxy. */
 
 enum al_proxy_flag {
 	AL_PROXY_IPV6 = 1u << 0, /* a listener on addr6 exists: IPv6 destinations can be redirected */

@@ -84,6 +84,12 @@ TEST(PolicyWorld, ARedirectToASimulatorIsTheKernelsAndCompilesToItsTarget)
 	EXPECT_EQ(c.compiled->targets[2].second.family, AL_FAMILY_IPV6);
 	EXPECT_EQ(format_address(from_raw(AL_FAMILY_IPV6, c.compiled->targets[2].second.addr)), "fd00::5");
 	EXPECT_EQ(c.compiled->targets[2].second.port, 80);
+	// The egress program looks a socket's origin up for a target only in a
+	// sandbox that has one.
+	EXPECT_EQ(c.compiled->sandbox_flags & AL_SB_TARGETS, static_cast<uint32_t>(AL_SB_TARGETS));
+	auto world = compile_policy(parse_ok(doc(R"({"action": "redirect", "cidr": "0.0.0.0/0", "to": "world"})")), 7);
+	ASSERT_TRUE(world.compiled);
+	EXPECT_EQ(world.compiled->sandbox_flags & AL_SB_TARGETS, 0u);
 }
 
 TEST(PolicyWorld, RedirectErrorsNameTheirPath)

@@ -397,6 +397,7 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 			t.port = r.redirect->port;
 			std::copy(r.redirect->address.bytes.begin(), r.redirect->address.bytes.end(), t.addr);
 			c.targets.emplace_back(static_cast<uint16_t>(r.index), t);
+			c.sandbox_flags |= AL_SB_TARGETS;
 		}
 		if (r.cidr)
 			cidr_rules.push_back(&r);  // domain rules: compile_names
