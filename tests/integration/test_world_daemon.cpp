@@ -42,6 +42,22 @@ protected:
 		return p.is_object() && p["pid"].is_number() ? p["pid"].get<pid_t>() : -1;
 	}
 
+	// `sandbox create NAME` under `policy` through the daemon: the pid of
+	// the proxy it started, -1 (a failure added) without one.
+	pid_t create(const std::string& name, const json& policy)
+	{
+		Result c = env().airlock({"sandbox", "create", name, "--policy",
+					  env().write_policy(name + ".json", policy), "--audit-log", env().audit_path()});
+		if (c.status != 0) {
+			ADD_FAILURE() << c.describe();
+			return -1;
+		}
+		pid_t pid = proxy_pid(name);
+		if (pid <= 0)
+			ADD_FAILURE() << "no proxy: " << env().status().dump();
+		return pid;
+	}
+
 	// `airlock exec NAME --user USER -- cmd` in the client namespace.
 	Result exec_as(const std::string& name, const std::string& user, const std::vector<std::string>& cmd)
 	{
@@ -72,13 +88,9 @@ TEST_F(WorldDaemon, TheDaemonStartsRestartsAndStopsTheProxyOfASandboxItMakes)
 	// shares its loopback with the proxy's listeners.
 	start_daemon({}, true);
 	std::string name = "wd" + env().id;
-	std::string policy = env().write_policy("world.json", world_policy(records_dir_));
-	Result c = env().airlock({"sandbox", "create", name, "--policy", policy, "--audit-log", env().audit_path()});
-	ASSERT_EQ(c.status, 0) << c.describe();
+	pid_t first = create(name, world_policy(records_dir_));
+	ASSERT_GT(first, 0);
 	json px = proxy_of(name);
-	ASSERT_TRUE(px.is_object()) << env().status().dump();
-	pid_t first = proxy_pid(name);
-	ASSERT_GT(first, 0) << px.dump();
 	std::string ca = px.value("ca_file", "");
 	ASSERT_FALSE(ca.empty()) << px.dump();
 	struct stat st{};
@@ -183,8 +195,9 @@ TEST_F(WorldDaemon, AnAttachedCgroupsProxyListensInItsProcessesNamespace)
 }
 
 // A reload is the daemon's to follow: a policy that now redirects to the
-// world gets its proxy started, one that no longer does has it stopped.
-TEST_F(WorldDaemon, AReloadStartsTheProxyANewPolicyNeedsAndStopsOneItNoLongerDoes)
+// world gets its proxy started, another world starts it again on the new
+// one, a policy that no longer redirects has it stopped.
+TEST_F(WorldDaemon, AReloadStartsRestartsOrStopsTheProxyAsTheNewPolicyNeeds)
 {
 	start_daemon({}, true);
 	std::string name = "wr" + env().id;
@@ -207,12 +220,130 @@ TEST_F(WorldDaemon, AReloadStartsTheProxyANewPolicyNeedsAndStopsOneItNoLongerDoe
 	EXPECT_TRUE(record_with(lines, "path", m)) << read_file(records(name));
 	EXPECT_TRUE(NothingArrived(env(), m));
 
+	// Another world (an answer of its own): the proxy starts again on it.
+	json wp2 = wp;
+	wp2["world"]["responses"][0]["body"] = "from the second fixture\n";
+	r = env().airlock({"reload", name, env().write_policy("world2.json", wp2)});
+	ASSERT_EQ(r.status, 0) << r.describe();
+	pid_t again = proxy_pid(name);
+	ASSERT_GT(again, 0) << env().status().dump();
+	EXPECT_NE(again, pid);
+	EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 5s));
+	rr = exec(name, curl({fmt::format("http://{}:9005/fixture", kDenied4)}));
+	EXPECT_EQ(rr.r.status, 0) << rr.r.describe();
+	EXPECT_EQ(rr.r.out, "from the second fixture\n") << rr.r.describe();
+
 	r = env().airlock({"reload", name, plain});
 	ASSERT_EQ(r.status, 0) << r.describe();
 	EXPECT_TRUE(proxy_of(name).is_null()) << proxy_of(name).dump();
-	EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 5s));
+	EXPECT_TRUE(wait_until([&] { return !pid_alive(again); }, 5s));
 	Result d = env().airlock({"sandbox", "delete", name});
 	EXPECT_EQ(d.status, 0) << d.describe();
+}
+
+// A proxy port is one proxy's on the whole host. A sandbox whose network
+// namespace hands out one port only, another sandbox's proxy port, cannot
+// take it: its own proxy does not start (its redirects fail closed), and
+// the first sandbox's redirected connections go on, no violation, no
+// freeze (a port taken over makes them proxy-port violations).
+TEST_F(WorldDaemon, ASandboxCannotTakeAnotherSandboxsProxyPort)
+{
+	start_daemon({}, true);
+	std::string first = "wp" + env().id;
+	json wp = world_policy(records_dir_, "freeze");
+	ASSERT_GT(create(first, wp), 0);
+	int port = proxy_of(first).value("port", 0);
+	ASSERT_GT(port, 0) << env().status().dump();
+
+	// A network namespace of its own, whose only local port is that one.
+	std::string cg = make_cgroup("thief");
+	std::string ready = env().path("thief-ready"), release = env().path("thief-release");
+	std::string script = fmt::format(
+		"set -e; ip link set lo up; sysctl -q -w net.ipv4.ip_local_port_range='{0} {0}'; "
+		"python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])' "
+		"> '{1}.tmp'; mv '{1}.tmp' '{1}'; exec python3 {2} '{3}' 60",
+		port, ready, env().py("wait_file.py", {})[2], release);
+	Proc& thief = env().start({"/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec unshare -n /bin/sh -c \"$1\"",
+				   cg, script},
+				  "thief");
+	ASSERT_TRUE(wait_until([&] { return exists(ready) || !thief.running(); }, 10s)) << thief.describe();
+	ASSERT_EQ(read_file(ready), std::to_string(port) + "\n") << "the namespace hands out another port";
+	std::string second = "wt" + env().id;
+	Result a = env().airlock({"attach", "--cgroup", cg, "--policy", env().write_policy("world2.json", wp), "--name",
+				  second, "--audit-log", env().audit_path()});
+	ASSERT_EQ(a.status, 0) << a.describe();
+	EXPECT_NE(a.out.find("another sandbox's proxy port"), std::string::npos) << a.describe();
+	EXPECT_EQ(proxy_pid(second), -1) << env().status().dump();
+
+	std::string m = env().marker("port");
+	RunResult rr = exec(first, curl({fmt::format("http://{}:9006/{}", kDenied4, m)}));
+	EXPECT_EQ(rr.r.status, 0) << rr.r.describe();
+	auto lines = wait_records(records(first), 1);
+	EXPECT_TRUE(record_with(lines, "path", m)) << read_file(records(first));
+	auto st = env().status_of(first);
+	ASSERT_TRUE(st);
+	EXPECT_EQ(st->value("latched", true), false) << st->dump();
+	EXPECT_EQ(proxy_of(first).value("port", 0), port);
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+	EXPECT_TRUE(NothingArrived(env(), m));
+	write_file(release, "");
+	EXPECT_EQ(thief.wait(10s), std::optional<int>(0)) << thief.describe();
+}
+
+// The daemon's exit stops its proxies and clears their kernel entries: a
+// redirected connect then fails closed (EPERM, no-proxy), never reaching
+// the destination, and the daemon exits 0.
+TEST_F(WorldDaemon, TheDaemonsExitStopsItsProxiesAndRedirectsFailClosed)
+{
+	Proc& daemon = start_daemon({}, true);
+	std::string name = "we" + env().id;
+	pid_t pid = create(name, world_policy(records_dir_));
+	ASSERT_GT(pid, 0);
+	ASSERT_EQ(::kill(daemon.pid(), SIGTERM), 0);
+	EXPECT_EQ(daemon.wait(10s), std::optional<int>(0)) << daemon.describe();
+	EXPECT_TRUE(wait_until([&] { return !pid_alive(pid); }, 5s));
+
+	std::string m = env().marker("exited");
+	Result r = run(inside(env().sandbox_cgroup(name), env().py("world_client.py", {dest4(kDenied4, 9007), m})),
+		       20s);
+	ASSERT_EQ(r.status, 0) << r.describe();
+	json res;
+	for (const auto& j : json_objects_in(r.out))
+		if (j.contains("results"))
+			res = j["results"][0];
+	EXPECT_EQ(res.value("ok", true), false) << r.out;
+	EXPECT_EQ(res.value("errno", ""), "EPERM") << r.out;
+	EXPECT_TRUE(NothingArrived(env(), m));
+}
+
+// What fails while the daemon starts a proxy again (here its records
+// directory is a file) stops that proxy, not the daemon: it goes on, and
+// starts the proxy within a retry's 10 s once it can.
+TEST_F(WorldDaemon, AProxyThatCannotStartAgainIsRetriedAndTheDaemonGoesOn)
+{
+	Proc& daemon = start_daemon({}, true);
+	std::string name = "wf" + env().id;
+	pid_t pid = create(name, world_policy(records_dir_));
+	ASSERT_GT(pid, 0);
+	std::string aside = records_dir_ + ".aside";
+	std::filesystem::rename(records_dir_, aside);
+	write_file(records_dir_, "not a directory\n");
+	ASSERT_EQ(::kill(pid, SIGKILL), 0);
+	ASSERT_TRUE(wait_until([&] { return daemon.err().find(name + ": its proxy: ") != std::string::npos; }, 10s))
+		<< daemon.describe();
+	EXPECT_TRUE(daemon.running()) << daemon.describe();
+	EXPECT_EQ(proxy_pid(name), -1) << env().status().dump();
+
+	std::filesystem::remove(records_dir_);
+	std::filesystem::rename(aside, records_dir_);
+	pid_t again = -1;
+	ASSERT_TRUE(wait_until([&] { return (again = proxy_pid(name)) > 0; }, 15s)) << daemon.describe();
+	std::string m = env().marker("retried");
+	RunResult rr = exec(name, curl({fmt::format("http://{}:9008/{}", kDenied4, m)}));
+	EXPECT_EQ(rr.r.status, 0) << rr.r.describe();
+	auto lines = wait_records(records(name), 1);
+	EXPECT_TRUE(record_with(lines, "path", m)) << read_file(records(name));
+	EXPECT_TRUE(NothingArrived(env(), m));
 }
 
 }  // namespace

@@ -69,7 +69,16 @@ struct Daemon {
 		// lines too, goes to `airlock events`.
 		AuditLog::tee_all([this](const std::string& sb, const std::string& line) { publish(sb, line); });
 	}
-	~Daemon() { AuditLog::tee_all(nullptr); }
+	~Daemon()
+	{
+		// Each proxy stopped (SIGTERM; it dies with this process anyway) and
+		// its kernel entry cleared: redirected connects fail closed until a
+		// daemon starts them again.
+		for (auto& [name, w] : proxies)
+			unwatch(w);
+		proxies.clear();
+		AuditLog::tee_all(nullptr);
+	}
 	Daemon(const Daemon&) = delete;
 	Daemon& operator=(const Daemon&) = delete;
 	const Paths& paths;
@@ -96,6 +105,7 @@ struct Daemon {
 	struct ProxyWatch {
 		std::unique_ptr<ops::SandboxProxy> proxy;
 		int pidfd = -1, control = -1;
+		uint64_t generation = 0;  // of the proxy whose descriptors these are
 	};
 	// Proxies sent SIGTERM, waited for by the loop, never by a call that
 	// would hold up another sandbox's freeze: killed 2 s later if still
@@ -108,6 +118,10 @@ struct Daemon {
 	std::map<int, Stopping> stopping;  // by pidfd
 	std::map<std::string, ProxyWatch> proxies;
 	std::map<std::string, std::string> proxy_errors;  // name -> last error, logged once
+	// A proxy that failed to start (or to start again) is tried again at
+	// most every 10 s, not at every rescan.
+	std::map<std::string, uint64_t> proxy_retry_ns;
+	static constexpr uint64_t kProxyRetryNs = 10000000000ull;
 
 	void forget(Supervisor& sup)
 	{
@@ -129,32 +143,51 @@ struct Daemon {
 	// The loop watches the proxy's current descriptors: its exit (then it
 	// is started again, or stays down), its channel (the SNI gate's
 	// requests, its counts).
+	// A proxy started again has new descriptors, which may have the old
+	// ones' numbers: its generation tells.
 	void watch(const std::string& name, ProxyWatch& w)
 	{
-		if (w.pidfd == w.proxy->pidfd() && w.control == w.proxy->control_fd())
+		const auto& px = *w.proxy;
+		if (w.generation == px.generation() && w.pidfd == px.pidfd() && w.control == px.control_fd())
 			return;
 		unwatch(w);
-		w.pidfd = w.proxy->pidfd();
-		w.control = w.proxy->control_fd();
+		w.generation = px.generation();
+		w.pidfd = px.pidfd();
+		w.control = px.control_fd();
 		if (w.pidfd >= 0)
 			loop.add(w.pidfd, EPOLLIN, [this, name](uint32_t) {
-				auto it = proxies.find(name);
-				if (it == proxies.end())
-					return;
-				it->second.proxy->reap();
-				watch(name, it->second);
+				with_proxy(name, [](ops::SandboxProxy& p) { p.reap(); });
 			});
 		if (w.control >= 0)
 			loop.add(w.control, EPOLLIN, [this, name](uint32_t) {
-				auto it = proxies.find(name);
-				if (it == proxies.end())
-					return;
-				it->second.proxy->serve();
-				watch(name, it->second);
+				with_proxy(name, [](ops::SandboxProxy& p) { p.serve(); });
 				// A connection the gate denied set the latch: the freeze starts now.
 				if (auto s = sups.find(name); s != sups.end())
 					s->second->poll();
 			});
+	}
+
+	// What the loop does with a proxy (reap it and start it again, serve its
+	// channel), its descriptors watched again after. What fails there (no
+	// port, no fork, no records file) stops that proxy, its kernel entry
+	// cleared (redirects fail closed), to be tried again later: never the
+	// daemon, which supervises every other sandbox.
+	void with_proxy(const std::string& name, const std::function<void(ops::SandboxProxy&)>& f)
+	{
+		auto it = proxies.find(name);
+		if (it == proxies.end())
+			return;
+		try {
+			f(*it->second.proxy);
+			watch(name, it->second);
+			return;
+		} catch (const std::exception& e) {
+			spdlog::error("{}: its proxy: {}; stopped, tried again in {} s; redirected connects fail (reason "
+				      "no-proxy)",
+				      name, e.what(), kProxyRetryNs / 1000000000ull);
+		}
+		stop_proxy(name);
+		proxy_retry_ns[name] = monotonic_ns() + kProxyRetryNs;
 	}
 
 	// Stops a sandbox's proxy. `record_kept`: the sandbox is still this
@@ -171,6 +204,7 @@ struct Daemon {
 			it->second.proxy->keep_kernel_entries();
 		proxies.erase(it);
 		proxy_errors.erase(name);
+		proxy_retry_ns.erase(name);
 	}
 
 	// The network namespace a sandbox's proxy listens in: its processes'
@@ -187,7 +221,7 @@ struct Daemon {
 		std::vector<int> pids;
 		if (pid_hint > 0)
 			pids.push_back(pid_hint);
-		for (int p : cgroup::pids_within(r.cgroup))
+		for (int p : cgroup::pids_within(r.cgroup, 16))
 			pids.push_back(p);
 		for (int p : pids) {
 			// The process must still be in the sandbox when its namespace is open.
@@ -207,13 +241,14 @@ struct Daemon {
 	// Starts the proxy a supervised sandbox's policy needs, or stops the
 	// one it no longer needs; a policy that still needs one is handed to
 	// it (after a reload). Never throws: a proxy that cannot start leaves
-	// redirected connects failing closed (no-proxy), and says why once.
-	void sync_proxy(const std::string& name, int pid_hint = 0)
+	// redirected connects failing closed (no-proxy), and says why once;
+	// returns why ("" when it runs, or none is needed).
+	std::string sync_proxy(const std::string& name, int pid_hint = 0)
 	{
 		auto s = sups.find(name);
 		if (s == sups.end()) {
 			stop_proxy(name);
-			return;
+			return "";
 		}
 		Supervisor& sup = *s->second;
 		bool need = ops::needs_proxy(sup.policy());
@@ -222,13 +257,16 @@ struct Daemon {
 			if (it != proxies.end())
 				spdlog::info("{}: its policy needs no proxy now; stopped", name);
 			stop_proxy(name);
-			return;
+			return "";
 		}
 		if (it != proxies.end()) {
-			it->second.proxy->set_policy(sup.policy(), sup.record().bank);
-			watch(name, it->second);
-			return;
+			// Unwatched first: a restart hands the old one's pidfd over to
+			// be waited for, and its descriptors are new.
+			unwatch(it->second);
+			with_proxy(name, [&](ops::SandboxProxy& p) { p.set_policy(sup.policy(), sup.record().bank); });
+			return "";
 		}
+		proxy_retry_ns.erase(name);
 		std::string error;
 		try {
 			auto netns = proxy_netns(sup.record(), pid_hint);
@@ -246,16 +284,18 @@ struct Daemon {
 				w.proxy = std::move(px);
 				watch(name, w);
 				proxy_errors.erase(name);
-				return;
+				return "";
 			}
 		} catch (const std::exception& e) {
 			error = fmt::format("its proxy cannot start: {}; redirected connects fail (reason no-proxy)",
 					    e.what());
+			proxy_retry_ns[name] = monotonic_ns() + kProxyRetryNs;
 		}
 		std::string& last = proxy_errors[name];
 		if (last != error)
 			spdlog::warn("{}: {}", name, error);
 		last = error;
+		return error;
 	}
 
 	void wait_for_stop(pid_t pid, Fd pidfd)
@@ -264,29 +304,46 @@ struct Daemon {
 		if (fd < 0)
 			return;
 		stopping[fd] = Stopping{pid, std::move(pidfd), monotonic_ns() + 2000000000ull};
-		loop.add(fd, EPOLLIN, [this, fd](uint32_t) {
-			auto it = stopping.find(fd);
-			if (it == stopping.end())
-				return;
-			siginfo_t si{};
-			if (::waitid(static_cast<idtype_t>(P_PIDFD), fd, &si, WEXITED | WNOHANG) != 0 || si.si_pid != 0) {
-				loop.remove(fd);
-				stopping.erase(it);
-			}
-		});
+		try {
+			loop.add(fd, EPOLLIN, [this, fd](uint32_t) { reap_stopped(fd); });
+		} catch (const std::exception& e) {
+			// Waited for by kill_lingering's rounds instead.
+			spdlog::warn("proxy {}: {}", pid, e.what());
+		}
 	}
 
-	// Stopped proxies that outlived their 2 s: killed (their pidfd then
-	// says so, and they are waited for).
+	// A stopped proxy that exited is waited for (its zombie goes).
+	bool reap_stopped(int fd)
+	{
+		auto it = stopping.find(fd);
+		if (it == stopping.end())
+			return true;
+		siginfo_t si{};
+		if (::waitid(static_cast<idtype_t>(P_PIDFD), fd, &si, WEXITED | WNOHANG) == 0 && si.si_pid == 0)
+			return false;  // still running
+		loop.remove(fd);
+		stopping.erase(it);
+		return true;
+	}
+
+	// Stopped proxies: those that exited waited for, those that outlived
+	// their 2 s killed (their pidfd then says so).
 	void kill_lingering()
 	{
 		uint64_t now = monotonic_ns();
-		for (auto& [fd, s] : stopping)
+		std::vector<int> fds;
+		for (const auto& [fd, s] : stopping)
+			fds.push_back(fd);
+		for (int fd : fds) {
+			if (reap_stopped(fd))
+				continue;
+			Stopping& s = stopping.at(fd);
 			if (now >= s.deadline_ns) {
 				spdlog::warn("proxy {}: still there 2 s after SIGTERM; killed", s.pid);
 				::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
 				s.deadline_ns = UINT64_MAX;
 			}
+		}
 	}
 
 	// A connection the SNI gate denied: a violation, which takes the
@@ -434,6 +491,9 @@ struct Daemon {
 			     rec.attached ? "detached again" : "removed again");
 		}
 		rescan();
+		// Made and enforced, but said: its redirects fail closed meanwhile.
+		if (auto it = proxy_errors.find(rec.name); it != proxy_errors.end())
+			msg += "; " + it->second;
 		return nlohmann::json{{"ok", true}, {"message", msg}, {"cgroup", rec.cgroup}, {"name", rec.name}};
 	}
 
@@ -736,8 +796,10 @@ struct Daemon {
 		}
 		// A proxy that could not start yet (an attached cgroup without a
 		// process): tried again.
+		uint64_t now = monotonic_ns();
 		for (const auto& [name, sup] : sups)
-			if (!proxies.count(name) && ops::needs_proxy(sup->policy()))
+			if (!proxies.count(name) && ops::needs_proxy(sup->policy()) &&
+			    (!proxy_retry_ns.count(name) || now >= proxy_retry_ns[name]))
 				sync_proxy(name);
 		for (const auto& r : records) {
 			// A runner supervises its own sandbox, unless it was made through the daemon.

@@ -432,19 +432,28 @@ void Kernel::clear_latch(uint32_t slot)
 		fail_errno(fmt::format("clear latch of slot {}", slot));
 }
 
-void Kernel::set_proxy(uint32_t slot, const al_proxy& px)
+bool Kernel::set_proxy(uint32_t slot, const al_proxy& px)
 {
 	// The new port is a proxy port before redirects go to it; the old one
-	// stops being one after they no longer do.
+	// stops being one after they no longer do. A port another slot's proxy
+	// holds (a listener in another network namespace, on the same number)
+	// is never taken over: that sandbox's redirected packets would become
+	// proxy-port violations.
 	al_proxy old = proxy(slot);
 	uint32_t port = px.port;
-	if (port != 0 && bpf_map_update_elem(maps_.proxy_port.get(), &port, &slot, BPF_ANY) != 0)
-		fail_errno(fmt::format("set the proxy port {} of slot {}", port, slot));
+	if (port != 0 && bpf_map_update_elem(maps_.proxy_port.get(), &port, &slot, BPF_NOEXIST) != 0) {
+		uint32_t owner = 0;
+		if (errno != EEXIST)
+			fail_errno(fmt::format("set the proxy port {} of slot {}", port, slot));
+		if (bpf_map_lookup_elem(maps_.proxy_port.get(), &port, &owner) != 0 || owner != slot)
+			return false;
+	}
 	if (bpf_map_update_elem(maps_.proxy.get(), &slot, &px, BPF_ANY) != 0)
 		fail_errno(fmt::format("set the proxy of slot {}", slot));
 	uint32_t was = old.port, owner = 0;
 	if (was != 0 && was != port && bpf_map_lookup_elem(maps_.proxy_port.get(), &was, &owner) == 0 && owner == slot)
 		bpf_map_delete_elem(maps_.proxy_port.get(), &was);
+	return true;
 }
 
 al_proxy Kernel::proxy(uint32_t slot) const

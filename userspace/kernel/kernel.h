@@ -136,8 +136,10 @@ public:
 	size_t sweep_learned(uint32_t slot, uint64_t before_ns);
 
 	// Where the slot's proxy listens (port 0: no proxy; redirects fail
-	// closed).
-	void set_proxy(uint32_t slot, const al_proxy& px);
+	// closed). A port is one proxy's on the whole host, whatever network
+	// namespace its listener is in: false, and nothing changed, when the
+	// port is another slot's proxy port already.
+	bool set_proxy(uint32_t slot, const al_proxy& px);
 	al_proxy proxy(uint32_t slot) const;
 	// The origins of a slot's redirected connections: its own table, made
 	// with its proxy and removed with it; for the proxy, a read-only

@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -72,15 +73,19 @@ Fd socket_in(const Fd& netns, int family, int type)
 	if (!netns.valid())
 		return Fd(::socket(family, type, 0));
 	int fd = -1, error = 0;
-	std::thread t([&] {
-		if (::setns(netns.get(), CLONE_NEWNET) != 0) {
+	try {
+		std::thread t([&] {
+			if (::setns(netns.get(), CLONE_NEWNET) != 0) {
+				error = errno;
+				return;
+			}
+			fd = ::socket(family, type, 0);
 			error = errno;
-			return;
-		}
-		fd = ::socket(family, type, 0);
-		error = errno;
-	});
-	t.join();
+		});
+		t.join();
+	} catch (const std::system_error& e) {
+		error = e.code().value() ? e.code().value() : EAGAIN;  // no thread: no socket
+	}
 	errno = error;
 	return Fd(fd);
 }
@@ -282,29 +287,74 @@ void SandboxProxy::start()
 	starts_.push_back(std::chrono::steady_clock::now());
 	starts_total_++;
 	// Listeners first: the same port again if it is free, so that the
-	// records of one sandbox name one proxy port.
-	Fd l4 = listener(o_.netns, AF_INET, port_);
-	if (!l4.valid() && port_ != 0)
-		l4 = listener(o_.netns, AF_INET, 0);
-	if (!l4.valid())
-		fail_errno("listen on 127.0.0.1 for the proxy of sandbox " + rec_.name);
-	port_ = port_of(l4.get());
-	Fd l6 = listener(o_.netns, AF_INET6, port_);
-	if (!l6.valid())
-		spdlog::warn("{}: no proxy listener on [::1]:{} ({}): IPv6 destinations are not redirected, their "
-			     "connects fail (no-proxy)",
-			     rec_.name, port_, std::strerror(errno));
-	// Datagrams on the same port: without, they are refused (redirect-udp).
-	Fd u4 = datagram_socket(o_.netns, AF_INET, port_);
-	if (!u4.valid())
-		spdlog::warn("{}: no proxy UDP socket on 127.0.0.1:{} ({}): redirected IPv4 datagrams are refused "
-			     "(redirect-udp)",
-			     rec_.name, port_, std::strerror(errno));
-	Fd u6 = l6.valid() ? datagram_socket(o_.netns, AF_INET6, port_) : Fd();
-	if (l6.valid() && !u6.valid())
-		spdlog::warn("{}: no proxy UDP socket on [::1]:{} ({}): redirected IPv6 datagrams are refused "
-			     "(redirect-udp)",
-			     rec_.name, port_, std::strerror(errno));
+	// records of one sandbox name one proxy port. The port is claimed in
+	// the kernel before the proxy runs, and never one another sandbox's
+	// proxy holds in another network namespace: another port is bound then.
+	Fd l4, l6, u4, u6;
+	al_proxy px{};
+	for (int attempt = 0;; attempt++) {
+		for (Fd* f : {&l4, &l6, &u4, &u6})
+			f->reset();  // the port given up is free again
+		l4 = listener(o_.netns, AF_INET, attempt == 0 ? port_ : 0);
+		if (!l4.valid() && attempt == 0 && port_ != 0)
+			l4 = listener(o_.netns, AF_INET, 0);
+		if (!l4.valid())
+			fail_errno("listen on 127.0.0.1 for the proxy of sandbox " + rec_.name);
+		port_ = port_of(l4.get());
+		l6 = listener(o_.netns, AF_INET6, port_);
+		int e6 = errno;
+		// Datagrams on the same port: without, they are refused (redirect-udp).
+		u4 = datagram_socket(o_.netns, AF_INET, port_);
+		int eu4 = errno;
+		u6 = l6.valid() ? datagram_socket(o_.netns, AF_INET6, port_) : Fd();
+		int eu6 = errno;
+		px = al_proxy{};
+		px.addr4 = htonl(INADDR_LOOPBACK);
+		px.port = port_;
+		if (l6.valid()) {
+			px.flags |= AL_PROXY_IPV6;
+			std::memcpy(px.addr6, &in6addr_loopback, sizeof(px.addr6));
+		}
+		if (u4.valid())
+			px.flags |= AL_PROXY_UDP4;
+		if (u6.valid())
+			px.flags |= AL_PROXY_UDP6;
+		if (k_.set_proxy(rec_.slot, px)) {
+			if (!l6.valid())
+				spdlog::warn("{}: no proxy listener on [::1]:{} ({}): IPv6 destinations are not "
+					     "redirected, their connects fail (no-proxy)",
+					     rec_.name, port_, std::strerror(e6));
+			if (!u4.valid())
+				spdlog::warn("{}: no proxy UDP socket on 127.0.0.1:{} ({}): redirected IPv4 datagrams "
+					     "are refused (redirect-udp)",
+					     rec_.name, port_, std::strerror(eu4));
+			if (l6.valid() && !u6.valid())
+				spdlog::warn("{}: no proxy UDP socket on [::1]:{} ({}): redirected IPv6 datagrams "
+					     "are refused (redirect-udp)",
+					     rec_.name, port_, std::strerror(eu6));
+			break;
+		}
+		if (attempt == 7)
+			fail("the proxy of sandbox {}: 8 ports bound, each another sandbox's proxy port", rec_.name);
+		spdlog::info("{}: port {} is another sandbox's proxy port; binding another", rec_.name, port_);
+	}
+	// Until the proxy runs, a failure clears the claim: its listeners close
+	// with this call, and their port must not stay where redirects go.
+	struct Unclaim {
+		kernel::Kernel& k;
+		uint32_t slot;
+		bool armed = true;
+		~Unclaim()
+		{
+			if (!armed)
+				return;
+			try {
+				k.set_proxy(slot, al_proxy{});
+			} catch (const std::exception& e) {
+				spdlog::error("slot {}: {}", slot, e.what());
+			}
+		}
+	} unclaim{k_, rec_.slot};
 
 	std::string dir = records_.substr(0, records_.rfind('/'));
 	make_dirs(dir, 0750);
@@ -427,18 +477,7 @@ void SandboxProxy::start()
 	if (!pidfd_.valid())
 		fail_errno("pidfd_open of the proxy");
 	// The listeners are the proxy's alone now: when it dies, they close.
-	al_proxy px{};
-	px.addr4 = htonl(INADDR_LOOPBACK);
-	px.port = port_;
-	if (l6.valid()) {
-		px.flags |= AL_PROXY_IPV6;
-		std::memcpy(px.addr6, &in6addr_loopback, sizeof(px.addr6));
-	}
-	if (u4.valid())
-		px.flags |= AL_PROXY_UDP4;
-	if (u6.valid())
-		px.flags |= AL_PROXY_UDP6;
-	k_.set_proxy(rec_.slot, px);
+	unclaim.armed = false;
 	write_stats();  // its start counted
 	spdlog::info("{}: proxy {} on 127.0.0.1:{}{}{}{}, records in {}", rec_.name, pid_, port_,
 		     l6.valid() ? fmt::format(" and [::1]:{}", port_) : "", u4.valid() ? " (TCP and UDP)" : " (TCP)",
@@ -500,7 +539,10 @@ void SandboxProxy::answer(const proxy::GateRequest& q)
 		Address a = from_raw(v.family, v.addr);
 		sockaddr_storage ss{};
 		socklen_t len = to_sockaddr(a, v.port, ss);
-		s = socket_in(o_.netns, ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC);
+		// In this process's network namespace, not the sandbox's: a
+		// namespace the sandbox may rule (a container's root with
+		// CAP_NET_ADMIN there) could route it elsewhere.
+		s = Fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 		bool started = s.valid() && (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) == 0 ||
 					     errno == EINPROGRESS);
 		if (!started)

@@ -43,10 +43,10 @@ struct ProxyOptions {
 	// (redirects fail closed) and the agent says so.
 	unsigned max_restarts = 5;
 	std::chrono::seconds window{10};
-	// The network namespace its sockets are made in (its listeners, and the
-	// SNI gate's sockets to origins): the one of the sandbox's processes,
-	// whose connects are rewritten to a loopback address of their own
-	// namespace. Not valid: this process's.
+	// The network namespace its listeners are made in: the one of the
+	// sandbox's processes, whose connects are rewritten to a loopback
+	// address of their own namespace. Not valid: this process's. (The SNI
+	// gate's sockets to origins are always this process's.)
 	Fd netns;
 	// Set: a proxy being stopped is sent SIGTERM and handed over (its pid
 	// and pidfd) to be waited for by the caller's loop, which must SIGKILL

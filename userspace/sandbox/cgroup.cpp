@@ -122,20 +122,20 @@ bool inside(const std::string& cg, const std::string& root)
 
 }  // namespace
 
-std::vector<int> pids_within(const std::string& path)
+std::vector<int> pids_within(const std::string& path, size_t max)
 {
-	std::vector<std::string> dirs = {path};
-	std::error_code ec;
-	for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
-	     it.increment(ec))
-		if (it->is_directory(ec) && !it->is_symlink(ec))
-			dirs.push_back(it->path().string());
 	std::vector<int> pids;
-	for (const auto& d : dirs) {
-		std::istringstream in(read_file(d + "/cgroup.procs").value_or(""));
-		for (int pid; in >> pid;)
+	auto read = [&](const std::string& dir) {
+		std::istringstream in(read_file(dir + "/cgroup.procs").value_or(""));
+		for (int pid; pids.size() < max && in >> pid;)
 			pids.push_back(pid);
-	}
+	};
+	read(path);
+	std::error_code ec;
+	for (auto it = fs::recursive_directory_iterator(path, ec);
+	     pids.size() < max && !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+		if (it->is_directory(ec) && !it->is_symlink(ec))
+			read(it->path().string());
 	return pids;
 }
 

@@ -45,8 +45,9 @@ void kill(const std::string& path);
 // SIGCONT to every process of the subtree; returns how many.
 size_t resume_stopped(const std::string& path);
 // The processes of a cgroup and its descendants, as cgroup.procs lists
-// them now (a pid may be gone, or reused, by the time it is used).
-std::vector<int> pids_within(const std::string& path);
+// them now (a pid may be gone, or reused, by the time it is used); at most
+// `max` of them.
+std::vector<int> pids_within(const std::string& path, size_t max = SIZE_MAX);
 
 // Waits until cgroup.events says frozen (or not, or unpopulated): the file
 // is read again at a short interval for the first 100 ms (its notification
