@@ -463,15 +463,19 @@ int al_egress(struct __sk_buff *skb)
 }
 
 /* A datagram to a socket redirected to a target, from that target (a DNS
- * simulator on port 53 answering): not an answer of a resolver, nothing to
- * learn from it. */
-static __always_inline int al_from_target(struct __sk_buff *skb, const struct al_dest *pkt)
+ * simulator on port 53 answering), under a rule that still sends it there:
+ * not an answer of a resolver, nothing to learn from it. */
+static __always_inline int al_from_target(struct __sk_buff *skb, const struct al_sandbox *sb,
+					  const struct al_dest *pkt)
 {
-	struct al_sk_origin *so = al_skb_origin(skb);
+	struct al_sk_origin *so;
 	struct al_dest src = { .family = pkt->family, .protocol = pkt->protocol, .port = pkt->sport };
 
+	if (!(sb->flags & AL_SB_TARGETS))
+		return 0;
+	so = al_skb_origin(skb);
 	__builtin_memcpy(src.addr, pkt->saddr, sizeof(src.addr));
-	return so && so->origin.protocol == IPPROTO_UDP && al_is_target(so, &src);
+	return so && so->origin.protocol == IPPROTO_UDP && al_is_target(so, &src) && al_target_still(sb, so);
 }
 
 /* DNS answers to the sandbox, learned before the socket sees them. Every
@@ -487,10 +491,10 @@ int al_ingress(struct __sk_buff *skb)
 
 	if (bad ? bad != AL_REASON_HELPER : pkt.protocol != IPPROTO_UDP || pkt.sport != AL_DNS_PORT)
 		return AL_PASS;
-	if (!bad && al_from_target(skb, &pkt))
-		return AL_PASS;
 	struct al_sandbox *sb = al_sandbox_of_skb(skb, &cgid);
 	if (!sb)
+		return AL_PASS;
+	if (!bad && al_from_target(skb, sb, &pkt))
 		return AL_PASS;
 	struct al_counters *c = al_counters_of(sb->slot);
 	if (bad) {

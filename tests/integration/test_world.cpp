@@ -297,17 +297,20 @@ TEST_F(World, UdpWhereOnlyTcpIsRedirectedIsRefusedWithoutAViolation)
 
 // The proxy: its own unprivileged user, no capabilities, no new privileges,
 // a seccomp filter, outside the sandbox's cgroup. Killed, it is started
-// again; killed too often, it stays down and redirected connects fail
-// closed (EPERM, no-proxy, not a violation), never reaching the destination.
+// again; killed too often, it stays down for the window (10 s) while
+// redirected connects fail closed (EPERM, no-proxy, not a violation), never
+// reaching the destination, and then it is started again.
 TEST_F(World, TheProxyIsUnprivilegedAndItsDeathFailsClosed)
 {
 	std::string name = sandbox("dead");
-	std::string go = env().path("go");
-	std::string m = env().marker("dead");
+	std::string go = env().path("go"), again = env().path("again");
+	std::string m = env().marker("dead"), back = env().marker("back");
 	RunSpec s;
 	s.policy = env().write_policy(name + ".json", world_policy("freeze"));
 	s.name = name;
-	s.cmd = Sequence({env().py("wait_file.py", {go, "30"}), env().py("world_client.py", {dest4(kDenied4, 9020), m})});
+	s.cmd = Sequence({env().py("wait_file.py", {go, "30"}), env().py("world_client.py", {dest4(kDenied4, 9020), m}),
+			  env().py("wait_file.py", {again, "30"}),
+			  env().py("world_client.py", {dest4(kDenied4, 9020), back})});
 	Proc& p = env().start_run(s);
 	std::regex re("proxy ([0-9]+) on 127");
 	auto proxy_pid = [&]() -> pid_t {
@@ -359,30 +362,51 @@ TEST_F(World, TheProxyIsUnprivilegedAndItsDeathFailsClosed)
 	EXPECT_EQ(on_lo, 4) << ss.out;
 
 	// Killed five times within the window: started again each time, then no more.
+	pid_t cur = -1;
 	for (int i = 0; i < 5; i++) {
-		pid_t cur = proxy_pid();
+		cur = proxy_pid();
 		::kill(cur, SIGKILL);
 		if (i < 4) {
 			ASSERT_TRUE(wait_until([&] { return proxy_pid() != cur; }, 5s)) << p.err();
 		}
 	}
-	ASSERT_TRUE(wait_until([&] { return p.err().find("it stays down") != std::string::npos; }, 5s)) << p.err();
+	ASSERT_TRUE(wait_until([&] { return p.err().find("it stays down for 10 s") != std::string::npos; }, 5s))
+		<< p.err();
 	// The first start and four restarts, as status (and metrics) count them.
 	auto st = env().status_of(name);
 	ASSERT_TRUE(st);
 	EXPECT_EQ((*st)["proxy"].value("proxy_starts", 0), 5) << st->dump();
 	write_file(go, "go");
+	std::vector<json> results;
+	auto client_results = [&] {
+		results.clear();
+		for (const auto& j : json_objects_in(p.out()))
+			if (j.contains("results"))
+				results.push_back(j["results"][0]);
+		return results.size();
+	};
+	ASSERT_TRUE(wait_until([&] { return client_results() == 1; }, 5s)) << p.out() << p.err();
+	// Down: refused, not redirected elsewhere, and still down after.
+	EXPECT_EQ(results[0].value("ok", true), false) << p.out();
+	EXPECT_EQ(results[0].value("errno", ""), "EPERM") << p.out();
+	EXPECT_EQ(p.err().find("it starts again"), std::string::npos) << p.err();
+	// Its time come, it runs again: the same port, a sixth start.
+	ASSERT_TRUE(wait_until([&] { return p.err().find("it starts again") != std::string::npos; }, 15s))
+		<< p.err();
+	ASSERT_TRUE(wait_until([&] { return proxy_pid() != cur && ::kill(proxy_pid(), 0) == 0; }, 5s)) << p.err();
+	st = env().status_of(name);
+	ASSERT_TRUE(st);
+	EXPECT_EQ((*st)["proxy"].value("proxy_starts", 0), 6) << st->dump();
+	write_file(again, "go");
 	ASSERT_EQ(p.wait(20s), std::optional<int>(0)) << p.describe() << p.out() << p.err();
-	json r;
-	for (const auto& j : json_objects_in(p.out())) {
-		if (j.contains("results"))
-			r = j["results"][0];
-	}
-	EXPECT_EQ(r.value("ok", true), false) << p.out();
-	EXPECT_EQ(r.value("errno", ""), "EPERM") << p.out();
+	ASSERT_EQ(client_results(), 2u) << p.out();
+	EXPECT_EQ(results[1].value("ok", false), true) << p.out();
+	EXPECT_EQ(results[1].value("status", 0), 200) << p.out();
+	EXPECT_EQ(results[1].value("peer", ""), kDenied4) << p.out();
 	Match down = not_a_violation("connect4", "deny", "no-proxy", kDenied4, 9020);
 	EXPECT_TRUE(Logged(env().audit(), down, name));
 	EXPECT_TRUE(NothingArrived(env(), m));
+	EXPECT_TRUE(NothingArrived(env(), back));
 }
 
 // A flow opened before its destination was redirected (a reload) has no

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <sstream>
 
 #include "daemon_fixture.h"
 #include "world_fixture.h"
@@ -158,10 +159,17 @@ TEST_F(WorldDaemon, TheDaemonStartsRestartsAndStopsTheProxyOfASandboxItMakes)
 
 // An attached cgroup's processes live in a network namespace of their own
 // (a container's): the daemon makes the proxy's listeners there, so that
-// the connects rewritten to its loopback land in the recorder.
+// the connects rewritten to its loopback land in the recorder. The port is
+// of the daemon's range, never of that namespace's, which its processes
+// may set (to make a host service's port a proxy port).
 TEST_F(WorldDaemon, AnAttachedCgroupsProxyListensInItsProcessesNamespace)
 {
 	start_daemon();  // in the host's namespace; the cgroup's processes are in the client's
+	Result narrow = env().in_client({"sysctl", "-q", "-w", "net.ipv4.ip_local_port_range=20000 20001"});
+	ASSERT_EQ(narrow.status, 0) << narrow.describe();
+	unsigned low = 0, high = 0;
+	std::istringstream(read_file("/proc/sys/net/ipv4/ip_local_port_range")) >> low >> high;
+	ASSERT_GT(high, 20001u);
 	std::string cg = make_cgroup("world");
 	std::string release = env().path("release");
 	Proc& holder = env().start(inside(cg, env().py("wait_file.py", {release, "60"})), "holder");
@@ -173,6 +181,9 @@ TEST_F(WorldDaemon, AnAttachedCgroupsProxyListensInItsProcessesNamespace)
 				  env().audit_path()});
 	ASSERT_EQ(a.status, 0) << a.describe();
 	ASSERT_GT(proxy_pid(name), 0) << env().status().dump();
+	unsigned port = proxy_of(name).value("port", 0u);
+	EXPECT_GE(port, low) << env().status().dump();
+	EXPECT_LE(port, high) << env().status().dump();
 
 	std::string m = env().marker("attached");
 	Result r = run(inside(cg, curl({"-w", " curl=%{http_code}", fmt::format("http://{}:9003/{}", kDenied4, m)})),
@@ -241,11 +252,12 @@ TEST_F(WorldDaemon, AReloadStartsRestartsOrStopsTheProxyAsTheNewPolicyNeeds)
 	EXPECT_EQ(d.status, 0) << d.describe();
 }
 
-// A proxy port is one proxy's on the whole host. A sandbox whose network
-// namespace hands out one port only, another sandbox's proxy port, cannot
-// take it: its own proxy does not start (its redirects fail closed), and
-// the first sandbox's redirected connections go on, no violation, no
-// freeze (a port taken over makes them proxy-port violations).
+// A proxy port is one proxy's on the whole host, and the daemon picks it
+// from its own range. A sandbox whose network namespace hands out one port
+// only, another sandbox's proxy port, does not get that one: its proxy
+// listens on another port of the daemon's range, and the first sandbox's
+// redirected connections go on, no violation, no freeze (a port taken over
+// would make them proxy-port violations).
 TEST_F(WorldDaemon, ASandboxCannotTakeAnotherSandboxsProxyPort)
 {
 	start_daemon({}, true);
@@ -272,8 +284,11 @@ TEST_F(WorldDaemon, ASandboxCannotTakeAnotherSandboxsProxyPort)
 	Result a = env().airlock({"attach", "--cgroup", cg, "--policy", env().write_policy("world2.json", wp), "--name",
 				  second, "--audit-log", env().audit_path()});
 	ASSERT_EQ(a.status, 0) << a.describe();
-	EXPECT_NE(a.out.find("another sandbox's proxy port"), std::string::npos) << a.describe();
-	EXPECT_EQ(proxy_pid(second), -1) << env().status().dump();
+	EXPECT_EQ(a.out.find("its proxy"), std::string::npos) << a.describe();
+	EXPECT_GT(proxy_pid(second), 0) << env().status().dump();
+	int other = proxy_of(second).value("port", 0);
+	EXPECT_GT(other, 0) << env().status().dump();
+	EXPECT_NE(other, port) << env().status().dump();
 
 	std::string m = env().marker("port");
 	RunResult rr = exec(first, curl({fmt::format("http://{}:9006/{}", kDenied4, m)}));
@@ -329,7 +344,7 @@ TEST_F(WorldDaemon, AProxyThatCannotStartAgainIsRetriedAndTheDaemonGoesOn)
 	std::filesystem::rename(records_dir_, aside);
 	write_file(records_dir_, "not a directory\n");
 	ASSERT_EQ(::kill(pid, SIGKILL), 0);
-	ASSERT_TRUE(wait_until([&] { return daemon.err().find(name + ": its proxy: ") != std::string::npos; }, 10s))
+	ASSERT_TRUE(wait_until([&] { return daemon.err().find(name + ": the proxy is down (starting it again: ") != std::string::npos; }, 10s))
 		<< daemon.describe();
 	EXPECT_TRUE(daemon.running()) << daemon.describe();
 	EXPECT_EQ(proxy_pid(name), -1) << env().status().dump();

@@ -278,5 +278,26 @@ TEST(FromRaw, ZeroesIpv4Tail)
 		EXPECT_EQ(six.bytes[i], raw[i]) << i;
 }
 
+// What the SNI gate never connects to: the host's, the link's, a group's
+// addresses, in every form; the edges just outside each range are global.
+TEST(LocalScope, HostLinkAndGroupAddressesInEveryForm)
+{
+	for (const char* s : {"0.0.0.0", "0.1.2.3", "127.0.0.1", "127.255.255.254", "169.254.169.254", "169.254.0.0",
+			      "224.0.0.1", "239.255.255.255", "255.255.255.255", "::", "::1", "fe80::1",
+			      "febf:ffff::1", "ff02::1", "ff0e::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254",
+			      "::ffff:0.0.0.0"}) {
+		auto a = parse_address(s);
+		ASSERT_TRUE(a) << s;
+		EXPECT_TRUE(is_local_scope(*a)) << s;
+	}
+	for (const char* s : {"1.0.0.0", "126.255.255.255", "128.0.0.0", "169.253.255.255", "169.255.0.0",
+			      "223.255.255.255", "240.0.0.0", "255.255.255.254", "10.77.0.2", "203.0.113.10", "::2",
+			      "fec0::1", "fe7f::1", "fd77::2", "2001:db8::1", "::ffff:10.77.0.2"}) {
+		auto a = parse_address(s);
+		ASSERT_TRUE(a) << s;
+		EXPECT_FALSE(is_local_scope(*a)) << s;
+	}
+}
+
 }  // namespace
 }  // namespace airlock

@@ -196,6 +196,8 @@ struct Daemon {
 	// the process and the files go.
 	void stop_proxy(const std::string& name, bool record_kept = true)
 	{
+		proxy_errors.erase(name);
+		proxy_retry_ns.erase(name);
 		auto it = proxies.find(name);
 		if (it == proxies.end())
 			return;
@@ -203,8 +205,6 @@ struct Daemon {
 		if (!record_kept)
 			it->second.proxy->keep_kernel_entries();
 		proxies.erase(it);
-		proxy_errors.erase(name);
-		proxy_retry_ns.erase(name);
 	}
 
 	// The network namespace a sandbox's proxy listens in: its processes'
@@ -303,6 +303,13 @@ struct Daemon {
 		int fd = pidfd.get();
 		if (fd < 0)
 			return;
+		// A proxy halted from within a handler of its own is still watched
+		// under this descriptor: the watch goes, the wait takes it over.
+		for (auto& [n, w] : proxies)
+			if (w.pidfd == fd) {
+				loop.remove(fd);
+				w.pidfd = -1;
+			}
 		stopping[fd] = Stopping{pid, std::move(pidfd), monotonic_ns() + 2000000000ull};
 		try {
 			loop.add(fd, EPOLLIN, [this, fd](uint32_t) { reap_stopped(fd); });
@@ -794,8 +801,14 @@ struct Daemon {
 				++it;
 			}
 		}
-		// A proxy that could not start yet (an attached cgroup without a
-		// process): tried again.
+		// A proxy that is down (it died too often, or was halted) starts
+		// again when its time comes; one that could not start yet (an
+		// attached cgroup without a process) is tried again.
+		std::vector<std::string> names;
+		for (const auto& [name, w] : proxies)
+			names.push_back(name);
+		for (const auto& name : names)
+			with_proxy(name, [](ops::SandboxProxy& p) { p.tend(); });
 		uint64_t now = monotonic_ns();
 		for (const auto& [name, sup] : sups)
 			if (!proxies.count(name) && ops::needs_proxy(sup->policy()) &&

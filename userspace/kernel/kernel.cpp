@@ -441,15 +441,25 @@ bool Kernel::set_proxy(uint32_t slot, const al_proxy& px)
 	// proxy-port violations.
 	al_proxy old = proxy(slot);
 	uint32_t port = px.port;
-	if (port != 0 && bpf_map_update_elem(maps_.proxy_port.get(), &port, &slot, BPF_NOEXIST) != 0) {
-		uint32_t owner = 0;
-		if (errno != EEXIST)
-			fail_errno(fmt::format("set the proxy port {} of slot {}", port, slot));
-		if (bpf_map_lookup_elem(maps_.proxy_port.get(), &port, &owner) != 0 || owner != slot)
-			return false;
+	bool claimed = false;  // by this call
+	if (port != 0) {
+		if (bpf_map_update_elem(maps_.proxy_port.get(), &port, &slot, BPF_NOEXIST) == 0) {
+			claimed = true;
+		} else {
+			uint32_t owner = 0;
+			if (errno != EEXIST)
+				fail_errno(fmt::format("set the proxy port {} of slot {}", port, slot));
+			if (bpf_map_lookup_elem(maps_.proxy_port.get(), &port, &owner) != 0 || owner != slot)
+				return false;
+		}
 	}
-	if (bpf_map_update_elem(maps_.proxy.get(), &slot, &px, BPF_ANY) != 0)
+	if (bpf_map_update_elem(maps_.proxy.get(), &slot, &px, BPF_ANY) != 0) {
+		int e = errno;
+		if (claimed)
+			bpf_map_delete_elem(maps_.proxy_port.get(), &port);
+		errno = e;
 		fail_errno(fmt::format("set the proxy of slot {}", slot));
+	}
 	uint32_t was = old.port, owner = 0;
 	if (was != 0 && was != port && bpf_map_lookup_elem(maps_.proxy_port.get(), &was, &owner) == 0 && owner == slot)
 		bpf_map_delete_elem(maps_.proxy_port.get(), &was);

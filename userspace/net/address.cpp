@@ -24,6 +24,17 @@ Address normalise(const Address& a)
 	return v4;
 }
 
+bool is_local_scope(const Address& raw)
+{
+	Address a = normalise(raw);
+	const auto& b = a.bytes;
+	if (a.family == AL_FAMILY_IPV4)
+		return b[0] == 0 || b[0] == 127 || (b[0] == 169 && b[1] == 254) || (b[0] & 0xf0) == 224 ||
+		       (b[0] == 255 && b[1] == 255 && b[2] == 255 && b[3] == 255);
+	bool zero15 = std::all_of(b.begin(), b.begin() + 15, [](uint8_t x) { return x == 0; });
+	return (zero15 && (b[15] == 0 || b[15] == 1)) || (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || b[0] == 0xff;
+}
+
 std::optional<Address> parse_address(std::string_view text)
 {
 	// inet_pton reads a C string: text after a NUL would be ignored.

@@ -25,6 +25,11 @@ Address normalise(const Address& a);
 std::string format_address(const Address& a);
 Address from_raw(uint8_t family, const uint8_t addr[16]);
 bool is_v4_mapped(const Address& a);
+// An address whose meaning is this host's or its link's, or a group's:
+// unspecified (0.0.0.0/8, ::), loopback (127.0.0.0/8, ::1), link-local
+// (169.254.0.0/16, fe80::/10), multicast (224.0.0.0/4, ff00::/8),
+// broadcast; v4-mapped forms alike.
+bool is_local_scope(const Address& a);
 
 struct Cidr {
 	Address addr;  // host bits zero

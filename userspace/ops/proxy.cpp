@@ -148,6 +148,33 @@ Fd datagram_socket(const Fd& netns, int family, uint16_t port)
 	return rc == 0 ? std::move(s) : Fd();
 }
 
+// A listener on 127.0.0.1 in netns, on a port of this process's range:
+// never one the sandbox's namespace picks, whose range its processes may
+// set (a port a host service listens on would become a proxy port, and
+// other sandboxes' connects to it proxy-port violations). The port is
+// picked by a socket of this process's namespace, kept in `held` (each
+// pick another) until the caller is done.
+Fd fresh_listener(const Fd& netns, std::vector<Fd>& held)
+{
+	if (!netns.valid())
+		return listener(netns, AF_INET, 0);
+	for (int i = 0; i < 8; i++) {
+		Fd pick(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+		sockaddr_in a{};
+		a.sin_family = AF_INET;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		socklen_t len = sizeof(a);
+		if (!pick.valid() || ::bind(pick.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+		    ::getsockname(pick.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+			return Fd();
+		held.push_back(std::move(pick));
+		Fd l = listener(netns, AF_INET, ntohs(a.sin_port));
+		if (l.valid())
+			return l;  // else taken in netns: another
+	}
+	return Fd();
+}
+
 uint16_t port_of(int fd)
 {
 	sockaddr_in a{};
@@ -215,13 +242,21 @@ SandboxProxy::SandboxProxy(kernel::Kernel& k, const Paths& paths, const SandboxR
 	}
 	k_.create_origin_table(rec_.slot);
 	try {
+		// An entry left by a proxy of an agent that died with it (its port
+		// claimed, nobody listening) goes before anything else.
+		k_.set_proxy(rec_.slot, al_proxy{});
 		// Every count exists, at 0, from the start (start() writes them).
 		make_dirs(paths_.state_dir + "/world", 0755);
 		start();
 	} catch (...) {
 		forget_ca();
 		::unlink(paths_.proxy_stats(rec_.name).c_str());
-		k_.delete_origin_table(rec_.slot);
+		try {
+			k_.set_proxy(rec_.slot, al_proxy{});
+			k_.delete_origin_table(rec_.slot);
+		} catch (const std::exception& e) {
+			spdlog::error("{}: {}", rec_.name, e.what());
+		}
 		throw;
 	}
 }
@@ -292,12 +327,18 @@ void SandboxProxy::start()
 	// proxy holds in another network namespace: another port is bound then.
 	Fd l4, l6, u4, u6;
 	al_proxy px{};
+	// Each attempt binds another port: those given up stay bound, here,
+	// until one is claimed.
+	std::vector<Fd> held;
 	for (int attempt = 0;; attempt++) {
-		for (Fd* f : {&l4, &l6, &u4, &u6})
-			f->reset();  // the port given up is free again
-		l4 = listener(o_.netns, AF_INET, attempt == 0 ? port_ : 0);
-		if (!l4.valid() && attempt == 0 && port_ != 0)
-			l4 = listener(o_.netns, AF_INET, 0);
+		if (l4.valid())
+			held.emplace_back(l4.release());  // l4 is empty after
+		for (Fd* f : {&l6, &u4, &u6})
+			f->reset();
+		if (attempt == 0 && port_ != 0)
+			l4 = listener(o_.netns, AF_INET, port_);
+		if (!l4.valid())
+			l4 = fresh_listener(o_.netns, held);
 		if (!l4.valid())
 			fail_errno("listen on 127.0.0.1 for the proxy of sandbox " + rec_.name);
 		port_ = port_of(l4.get());
@@ -472,10 +513,17 @@ void SandboxProxy::start()
 		::execv(o_.program.c_str(), argv.data());
 		::_exit(127);
 	}
-	pid_ = pid;
-	pidfd_ = Fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-	if (!pidfd_.valid())
+	Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+	if (!pidfd.valid()) {
+		int e = errno;
+		::kill(pid, SIGKILL);  // not watched, it would not be waited for
+		::waitpid(pid, nullptr, 0);
+		errno = e;
 		fail_errno("pidfd_open of the proxy");
+	}
+	pid_ = pid;
+	pidfd_ = std::move(pidfd);
+	down_until_.reset();
 	// The listeners are the proxy's alone now: when it dies, they close.
 	unclaim.armed = false;
 	write_stats();  // its start counted
@@ -491,6 +539,11 @@ bool SandboxProxy::gated() const
 }
 
 void SandboxProxy::serve()
+{
+	guarded("serving its channel", [this] { serve_channel(); });
+}
+
+void SandboxProxy::serve_channel()
 {
 	// At most this many a call: a proxy that floods the channel holds up
 	// nothing else the agent does.
@@ -535,8 +588,20 @@ void SandboxProxy::answer(const proxy::GateRequest& q)
 		r.error = ENOENT;
 	} else if (v.rule >= policy_.rules.size() || !policy_.rules[v.rule].tls_sni_require) {
 		r.error = EPERM;
+	} else if (Address a = from_raw(v.family, v.addr); o_.netns.valid() && is_local_scope(a)) {
+		// Never for a sandbox in another network namespace: the gate's
+		// sockets are this process's, in its namespace, and a sandbox whose
+		// resolver (its own namespace's) bound an allowed name to 127.0.0.1
+		// would otherwise reach this host's loopback services through it.
+		// (In this process's namespace, that address is the sandbox's own.)
+		r.error = EPERM;
+		// At most once a power of two: a sandbox that keeps asking costs no log.
+		unreachable_++;
+		if ((unreachable_ & (unreachable_ - 1)) == 0)
+			spdlog::warn("{}: the SNI gate does not connect to {} (this host's, a link's, or a group's "
+				     "address): {} time(s)",
+				     rec_.name, format_address(a), unreachable_);
 	} else {
-		Address a = from_raw(v.family, v.addr);
 		sockaddr_storage ss{};
 		socklen_t len = to_sockaddr(a, v.port, ss);
 		// In this process's network namespace, not the sandbox's: a
@@ -618,7 +683,7 @@ void SandboxProxy::retire()
 	// buffer); no socket is made for a proxy that is gone.
 	draining_ = true;
 	for (int i = 0; i < 64 && ctl_.valid(); i++)
-		serve();
+		serve_channel();
 	draining_ = false;
 	ctl_.reset();
 	for (const auto& f : proxy::kStatsFields)
@@ -646,53 +711,102 @@ bool same_for_the_proxy(const Policy& a, const Policy& b)
 
 void SandboxProxy::set_policy(const Policy& p, unsigned bank)
 {
-	bool restart = !same_for_the_proxy(policy_, p) && pid_ > 0;  // a proxy that stays down stays down
-	try {
-		if (restart) {
-			spdlog::info("{}: the policy's gated rules or world changed: the proxy starts again", rec_.name);
-			k_.set_proxy(rec_.slot, al_proxy{});
-			// What the old proxy said last is read under the policy it
-			// judged by.
-			stop();
-			retire();
-		}
+	// A proxy that is down starts on the new policy when its time comes.
+	bool restart = !same_for_the_proxy(policy_, p) && running();
+	if (!restart) {
 		policy_ = p;
 		rec_.bank = bank;
-		if (!restart)
-			return;
 		records_ = records_file(policy_, rec_.name);
+		return;
+	}
+	spdlog::info("{}: the policy's gated rules or world changed: the proxy starts again", rec_.name);
+	guarded("stopping it for a reload", [this] {
+		k_.set_proxy(rec_.slot, al_proxy{});
+		// What the old proxy said last is read under the policy it judged by.
+		stop();
+		retire();
+	});
+	policy_ = p;
+	rec_.bank = bank;
+	records_ = records_file(policy_, rec_.name);
+	if (running() || down_until_)
+		return;  // halted already
+	guarded("starting it again for a reload", [this] {
 		start();
 		// A start for a reload is not a death: it counts in the starts,
 		// not against the restarts allowed.
 		starts_.pop_back();
+	});
+}
+
+// Whatever fails in f halts the proxy, to be started again later.
+template <typename F>
+void SandboxProxy::guarded(const char* doing, F f)
+{
+	try {
+		f();
 	} catch (const std::exception& e) {
-		policy_ = p;
-		rec_.bank = bank;
-		spdlog::error("{}: the proxy could not start again: {}; redirected connects fail (reason no-proxy)",
-			      rec_.name, e.what());
+		halt(fmt::format("{}: {}", doing, e.what()), o_.retry_after);
 	}
+}
+
+void SandboxProxy::halt(const std::string& why, std::chrono::seconds down_for)
+{
+	try {
+		k_.set_proxy(rec_.slot, al_proxy{});
+	} catch (const std::exception& e) {
+		spdlog::error("{}: {}", rec_.name, e.what());
+	}
+	stop();
+	try {
+		retire();  // its last counts and reports
+	} catch (const std::exception& e) {
+		spdlog::error("{}: {}", rec_.name, e.what());
+	}
+	down_until_ = std::chrono::steady_clock::now() + down_for;
+	spdlog::error("{}: the proxy is down ({}); started again in {} s; until then redirected connects fail "
+		      "(reason no-proxy)",
+		      rec_.name, why, down_for.count());
+}
+
+void SandboxProxy::tend()
+{
+	if (running() || !down_until_ || std::chrono::steady_clock::now() < *down_until_)
+		return;
+	down_until_.reset();
+	spdlog::info("{}: the proxy's time down is over: it starts again", rec_.name);
+	guarded("starting it again", [this] { start(); });
 }
 
 void SandboxProxy::reap()
 {
-	k_.set_proxy(rec_.slot, al_proxy{});
-	retire();
+	if (!running())
+		return;
+	guarded("reaping it", [this] {
+		k_.set_proxy(rec_.slot, al_proxy{});
+		retire();
+	});
 	siginfo_t si{};
-	if (::waitid(static_cast<idtype_t>(P_PIDFD), pidfd_.get(), &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0)
+	if (pidfd_.valid() &&
+	    (::waitid(static_cast<idtype_t>(P_PIDFD), pidfd_.get(), &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0))
 		return;  // not yet: the caller polls again
-	spdlog::warn("{}: the proxy {} {} {}", rec_.name, pid_, si.si_code == CLD_EXITED ? "exited with" : "died of signal",
-		     si.si_status);
+	if (pid_ > 0)
+		spdlog::warn("{}: the proxy {} {} {}", rec_.name, pid_,
+			     si.si_code == CLD_EXITED ? "exited with" : "died of signal", si.si_status);
 	pid_ = -1;
 	pidfd_.reset();
+	if (down_until_)
+		return;  // halted: tend() starts it
 	auto now = std::chrono::steady_clock::now();
 	std::erase_if(starts_, [&](auto t) { return now - t > o_.window; });
 	if (starts_.size() >= o_.max_restarts) {
-		spdlog::error("{}: the proxy died {} times within {} s; it stays down and redirected connects fail "
-			      "(reason no-proxy)",
-			      rec_.name, starts_.size(), o_.window.count());
+		down_until_ = now + o_.window;
+		spdlog::error("{}: the proxy died {} times within {} s; it stays down for {} s, and redirected connects "
+			      "fail meanwhile (reason no-proxy)",
+			      rec_.name, starts_.size(), o_.window.count(), o_.window.count());
 		return;
 	}
-	start();
+	guarded("starting it again", [this] { start(); });
 }
 
 }  // namespace airlock::ops

@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,10 +41,14 @@ struct ProxyOptions {
 	std::string program = "/proc/self/exe";  // the airlock binary
 	// The user the proxy runs as: this name if it exists, else nobody.
 	std::string user = "airlock-proxy";
-	// Restarts allowed within `window`; past them the proxy stays down
-	// (redirects fail closed) and the agent says so.
+	// Starts allowed within `window`: past them, a proxy that died is down
+	// (redirects fail closed) for `window` before it is started again, and
+	// the agent says so. A crash loop costs at most this many forks a window.
 	unsigned max_restarts = 5;
 	std::chrono::seconds window{10};
+	// A start that failed (no port, no fork, no records file), or a proxy
+	// halted for what went wrong with it: down this long, then started again.
+	std::chrono::seconds retry_after{10};
 	// The network namespace its listeners are made in: the one of the
 	// sandbox's processes, whose connects are rewritten to a loopback
 	// address of their own namespace. Not valid: this process's. (The SNI
@@ -71,9 +77,18 @@ public:
 	// The world's CA bundle ("" without a world): what the command's
 	// SSL_CERT_FILE and the like name.
 	const std::string& ca_file() const { return ca_file_; }
-	// The proxy exited: clears the kernel entry, and starts it again unless
-	// it died too often.
+	// Running (else down: redirected connects fail closed, reason no-proxy).
+	bool running() const { return pid_ > 0; }
+	// The proxy exited: clears the kernel entry, and starts it again, at
+	// once unless it died too often (then tend() does, later).
 	void reap();
+	// Starts a proxy that is down again once its time came: to be called by
+	// the caller's loop at least once a second.
+	void tend();
+	// None of reap(), tend(), serve() and set_policy() throws: what fails
+	// halts the proxy (kernel entry cleared, process stopped, its counts
+	// kept) for `retry_after`, and says why once. The CA, the port and the
+	// counts stay the sandbox's over every start.
 
 	// The SNI gate's channel (proxy/agent_channel.h), -1 without gated
 	// rules or while the proxy is down: readable when the proxy asks.
@@ -87,7 +102,8 @@ public:
 	// origin is checked against its rules; when what the proxy reads of it
 	// changed (the gated rules, the world), the proxy is started again on
 	// it, its port cleared in the kernel first (connects meanwhile fail
-	// closed). generation() changes then: its descriptors are new.
+	// closed); a proxy that is down starts on it when its time comes.
+	// generation() changes with each start: its descriptors are new.
 	void set_policy(const Policy& p, unsigned bank);
 	uint64_t generation() const { return starts_total_; }
 	// The sandbox is gone and its slot may be another's already: the
@@ -101,6 +117,10 @@ public:
 private:
 	void start();
 	void stop();
+	void serve_channel();
+	void halt(const std::string& why, std::chrono::seconds down_for);
+	template <typename F>
+	void guarded(const char* doing, F f);
 	void forget_ca();
 	bool gated() const;
 	void answer(const proxy::GateRequest&);
@@ -124,7 +144,10 @@ private:
 	Fd ctl_;        // the SNI gate's channel, the agent's end
 	Fd origin_ro_;  // the origin table, for the gate's lookups
 	std::vector<std::chrono::steady_clock::time_point> starts_;
+	// Down (pid_ -1) until then; nullopt while running.
+	std::optional<std::chrono::steady_clock::time_point> down_until_;
 	uint64_t starts_total_ = 0;
+	uint64_t unreachable_ = 0;  // gated origins refused for their address
 	bool draining_ = false;  // retire(): a connect request is not answered
 	bool kernel_entries_ = true;
 	proxy::WorldStats base_;     // what the proxies before this one counted

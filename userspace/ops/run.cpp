@@ -138,6 +138,8 @@ siginfo_t wait_child(Child& child, int sigfd, Supervisor* sup, const std::functi
 			}
 			sup->poll();
 		}
+		if (proxy)
+			proxy->tend();  // a proxy that is down, once its time came
 		for (int i = 0; i < n; i++) {
 			if (proxy && evs[i].data.u64 == proxy_tag(4) && proxy->generation() == generation) {
 				// Its pidfd and channel close (and leave the set) once it
