@@ -66,6 +66,56 @@ protected:
 		return res.is_array() ? static_cast<int>(res.size()) : -1;
 	}
 
+	// A Prometheus server scraping the daemon on `mport` every second, with
+	// the shipped alerting rules, its API on `pport`.
+	Proc& start_prometheus(int mport, int pport)
+	{
+		std::string cfg = env().write_text(
+			"prometheus.yml", fmt::format("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+						      "rule_files:\n  - {}/deploy/prometheus/airlock-alerts.yml\n"
+						      "scrape_configs:\n  - job_name: airlock\n    static_configs:\n"
+						      "      - targets: ['127.0.0.1:{}']\n",
+						      source_dir(), mport));
+		return env().start({"prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + env().path("tsdb"),
+				    fmt::format("--web.listen-address=127.0.0.1:{}", pport)},
+				   "prometheus");
+	}
+
+	// Every query of the shipped dashboard's panels in its "World and
+	// gates" row (`world`) or in the other rows returns data from the
+	// Prometheus server on `pport`, with the variables set to "all" the way
+	// Grafana expands them.
+	void expect_dashboard_data(int pport, bool world)
+	{
+		json dash = json::parse(read_file(source_dir() + "/dashboards/airlock.json"));
+		std::vector<std::string> exprs;
+		std::string row;
+		for (const auto& panel : dash["panels"]) {
+			if (panel.value("type", "") == "row")
+				row = panel.value("title", "");
+			if ((row == "World and gates") != world)
+				continue;
+			for (const auto& t : panel.value("targets", json::array()))
+				exprs.push_back(t["expr"].get<std::string>());
+		}
+		ASSERT_GE(exprs.size(), world ? 9u : 15u);
+		auto expand = [](std::string e) {
+			for (const auto& [var, val] : std::vector<std::pair<std::string, std::string>>{
+				     {"$__rate_interval", "30s"}, {"$sandbox", ".*"}, {"$instance", ".*"}}) {
+				for (size_t at = e.find(var); at != std::string::npos; at = e.find(var, at))
+					e.replace(at, var.size(), val);
+			}
+			return e;
+		};
+		for (const auto& e : exprs) {
+			std::string q = expand(e);
+			EXPECT_TRUE(wait_until([&] { return series(pport, q) > 0; }, 20s, 250ms))
+				<< "dashboard query returns no data: " << q << " (" << series(pport, q) << ")";
+		}
+		for (const char* var : {"sandbox", "instance"})
+			EXPECT_NE(dash["templating"].dump().find(var), std::string::npos);
+	}
+
 	Proc& start_daemon(int port)
 	{
 		Proc& d = env().start(env().airlock_argv({"daemon", "--metrics", fmt::format("127.0.0.1:{}", port)}),
@@ -139,15 +189,7 @@ TEST_F(Metrics, PrometheusScrapesExactKernelCounters)
 
 	// A real Prometheus scraping the daemon sees the same.
 	int pport = free_port();
-	std::string cfg = env().write_text(
-		"prometheus.yml", fmt::format("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-					      "rule_files:\n  - {}/deploy/prometheus/airlock-alerts.yml\n"
-					      "scrape_configs:\n  - job_name: airlock\n    static_configs:\n"
-					      "      - targets: ['127.0.0.1:{}']\n",
-					      source_dir(), mport));
-	Proc& prom = env().start({"prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + env().path("tsdb"),
-				  fmt::format("--web.listen-address=127.0.0.1:{}", pport)},
-				 "prometheus");
+	Proc& prom = start_prometheus(mport, pport);
 	ASSERT_TRUE(wait_until(
 		[&] {
 			return query(pport, fmt::format("airlock_violations_total{{sandbox=\"{}\",kind=\"no-rule\"}}", a)) ==
@@ -177,29 +219,9 @@ TEST_F(Metrics, PrometheusScrapesExactKernelCounters)
 		20s, 250ms))
 		<< prom.describe();
 
-	// Every query of the shipped dashboard returns data from this server,
-	// with its variables set to "all" the way Grafana expands them.
-	json dash = json::parse(read_file(source_dir() + "/dashboards/airlock.json"));
-	std::vector<std::string> exprs;
-	for (const auto& panel : dash["panels"])
-		for (const auto& t : panel.value("targets", json::array()))
-			exprs.push_back(t["expr"].get<std::string>());
-	ASSERT_GE(exprs.size(), 15u);
-	auto expand = [](std::string e) {
-		for (const auto& [var, val] : std::vector<std::pair<std::string, std::string>>{
-			     {"$__rate_interval", "30s"}, {"$sandbox", ".*"}, {"$instance", ".*"}}) {
-			for (size_t at = e.find(var); at != std::string::npos; at = e.find(var, at))
-				e.replace(at, var.size(), val);
-		}
-		return e;
-	};
-	for (const auto& e : exprs) {
-		std::string q = expand(e);
-		EXPECT_TRUE(wait_until([&] { return series(pport, q) > 0; }, 20s, 250ms))
-			<< "dashboard query returns no data: " << q << " (" << series(pport, q) << ")";
-	}
-	for (const char* var : {"sandbox", "instance"})
-		EXPECT_NE(dash["templating"].dump().find(var), std::string::npos);
+	// Every query of the shipped dashboard outside its world row returns
+	// data from this server (the world row's: AWorldSandboxs...).
+	expect_dashboard_data(pport, false);
 
 	write_file(env().path("release"), "");
 	EXPECT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.describe();
@@ -247,8 +269,9 @@ TEST_F(Metrics, EverySeriesExistsFromTheStartAndNothingElseIsExposed)
 		<< text;
 	std::istringstream lines(text);
 	for (std::string l; std::getline(lines, l);)
-		if (!l.empty() && l.front() != '#')
+		if (!l.empty() && l.front() != '#') {
 			EXPECT_TRUE(l.rfind("airlock_", 0) == 0 || l.rfind("process_", 0) == 0) << l;
+		}
 	Result check = run({"promtool", "check", "metrics"}, 20s, text);
 	EXPECT_EQ(check.status, 0) << check.describe();
 
@@ -336,6 +359,17 @@ TEST_F(Metrics, AWorldSandboxsProxyAndBudgetsAreSeries)
 	ASSERT_TRUE(st);
 	EXPECT_EQ((*st)["proxy"].value("records_written", 0), 3) << st->dump();
 	EXPECT_EQ((*st)["proxy"].value("proxy_starts", 0), 1) << st->dump();
+
+	// Every query of the dashboard's world row returns data from a real
+	// Prometheus scraping the daemon.
+	int pport = free_port();
+	Proc& prom = start_prometheus(mport, pport);
+	ASSERT_TRUE(wait_until([&] { return query(pport, series("airlock_proxy_connections_total")) == 2.0; }, 30s,
+			       200ms))
+		<< prom.describe();
+	EXPECT_EQ(query(pport, series("airlock_budget_used_bytes", ",rule=\"0\"")),
+		  static_cast<double>(budgeted.size()));
+	expect_dashboard_data(pport, true);
 
 	write_file(env().path("release"), "");
 	EXPECT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.describe();
