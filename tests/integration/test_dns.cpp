@@ -34,6 +34,7 @@ struct Opts {
 	Opts& audit(const std::string& a) { audit_log = a; return *this; }
 	std::string user;
 	Opts& as(const std::string& u) { user = u; return *this; }
+	Opts& timeout_of(Ms t) { timeout = t; return *this; }
 };
 
 class Dns : public DnsTestBase {
@@ -113,6 +114,7 @@ protected:
 	}
 
 	void sni_gate(const std::string& user);
+	void sni_gate_bulk(const std::string& user);
 
 	json result(const RunResult& rr, const std::string& marker)
 	{
@@ -1496,6 +1498,69 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFrontingAsNobody)
 {
 	sni_gate("nobody");
+}
+
+// What follows a passed ClientHello goes through the gate untouched, in
+// bulk, both ways at once, and each way ends when its side ends it: a real
+// ClientHello for allowed.test (Python's ssl), then 8 MiB of a seeded
+// stream, to an echo server in the sink's namespace behind a gated rule,
+// which sends it all back and shuts its side down after the client's. The
+// client gets back byte for byte what it sent; the record counts exactly
+// that many bytes each way, and the server read exactly as many.
+void Dns::sni_gate_bulk(const std::string& user)
+{
+	constexpr size_t kBytes = 8u << 20;
+	Proc& echo = env().start({"ip", "netns", "exec", env().topo->sink_ns, python(), "-u",
+				  client_script("echo_server.py"), "9444"},
+				 "echo");
+	ASSERT_TRUE(wait_until([&] { return echo.out().find("serving") != std::string::npos || !echo.running(); },
+			       10s, 10ms) &&
+		    echo.running())
+		<< echo.describe();
+	json p = standard_dns_policy("it-sni-bulk");
+	p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9444})},
+			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+	std::string name = sandbox("bulk-" + (user.empty() ? std::string("root") : user));
+	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
+	struct Cleanup {
+		std::string f;
+		~Cleanup() { std::filesystem::remove(f); }
+	} cleanup{records};
+	RunResult rr = sandboxed(name, env().write_policy("sni-bulk.json", p),
+				 world().exec("bulk", {python(), client_script("gate_echo.py"), "allowed.test", "9444",
+						       std::to_string(kBytes)},
+					      30),
+				 Opts().as(user).timeout_of(60s));
+	json r = result(rr, "bulk");
+	json out = json::parse(r.value("out", ""), nullptr, false);
+	ASSERT_TRUE(out.is_object()) << r.dump();
+	EXPECT_EQ(out.value("errno", -1), 0) << out.dump();
+	EXPECT_TRUE(out.value("dst", "") == kAllowed4 || out.value("dst", "") == kAllowed6) << out.dump();
+	size_t sent = out.value("hello", size_t{0}) + kBytes;
+	EXPECT_EQ(out.value("sent", size_t{0}), sent) << out.dump();
+	EXPECT_EQ(out.value("received", size_t{0}), sent) << out.dump();
+	EXPECT_TRUE(out.value("same", false)) << out.dump();
+
+	std::optional<json> passed;
+	for (const auto& j : read_json_lines(records))
+		if (j.value("kind", "") == "sni")
+			passed = j;
+	ASSERT_TRUE(passed) << read_file(records);
+	EXPECT_EQ(passed->value("verdict", ""), "pass") << passed->dump();
+	EXPECT_EQ(passed->value("bytes_out", size_t{0}), sent) << passed->dump();
+	EXPECT_EQ(passed->value("bytes_back", size_t{0}), sent) << passed->dump();
+	ASSERT_TRUE(wait_until([&] { return !json_objects_in(echo.out()).empty(); }, 5s)) << echo.describe();
+	EXPECT_EQ(json_objects_in(echo.out()).front().value("bytes", size_t{0}), sent) << echo.describe();
+}
+
+TEST_F(Dns, TheSniGateMovesBulkBytesUntouchedBothWays)
+{
+	sni_gate_bulk("");
+}
+
+TEST_F(Dns, TheSniGateMovesBulkBytesUntouchedBothWaysAsNobody)
+{
+	sni_gate_bulk("nobody");
 }
 
 // A reload that changes what the SNI gate judges by (here the gated rules

@@ -13,6 +13,7 @@
 #include <pwd.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -111,7 +112,7 @@ void install_seccomp(const std::vector<int>& udp_fds)
 		"timerfd_settime", "timerfd_gettime", "clock_gettime", "clock_nanosleep", "nanosleep", "gettimeofday",
 		"futex", "mmap", "munmap", "mremap", "brk", "madvise", "mprotect", "rt_sigreturn", "rt_sigprocmask",
 		"exit", "exit_group", "fstat", "newfstatat", "lseek", "getrandom", "sched_yield", "restart_syscall",
-		"getpid", "gettid", "rseq", "fsync", "fdatasync", "ftruncate", "poll", "ppoll", "pipe2"};
+		"getpid", "gettid", "rseq", "fsync", "fdatasync", "ftruncate", "poll", "ppoll", "pipe2", "splice"};
 	int rc = 0;
 	for (const char* name : allowed) {
 		int nr = ::seccomp_syscall_resolve_name(name);
@@ -479,6 +480,14 @@ int cmd_proxy(const ProxyCommand& c)
 			gate->stop();
 	});
 
+	// A gated connection spliced holds a pipe a way, four descriptors more
+	// than its two sockets: the soft limit goes up to the hard one (the
+	// recorder's max_connections bounds what is open). Where it cannot, a
+	// connection without pipes goes through the proxy's buffers.
+	if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)::setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	drop_privileges(c.user);
 	uid_t uid = ::getuid();  // not allowed under the filter
 	install_seccomp(c.udp_fds);

@@ -1,5 +1,6 @@
 #include "proxy/world.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/udp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_range.hpp>
@@ -46,6 +48,11 @@ constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 constexpr std::string_view kDefaultBody = "airlock world: recorded\n";
 constexpr uint16_t kDnsPort = 53;
 constexpr size_t kMaxTlsPending = 64 * 1024;  // bytes a TLS session may hold to send
+// A gated connection's pipes (one a way) ask for this much; the kernel's
+// default (64 KiB) stays when the proxy's user is past its pipe pages.
+constexpr int kPipeBytes = 256 * 1024;
+// Splices a way makes before it lets the proxy's other connections run.
+constexpr int kSpliceTurns = 16;
 
 std::string lower(std::string_view s)
 {
@@ -932,19 +939,119 @@ private:
 		passed_ = true;
 		timer_.cancel();
 		w_->count_sni(true);
+		// In the kernel from socket to socket through a pipe a way, when
+		// the proxy can have them (else through its buffers).
+		error_code nb1, nb2;
+		client_.native_non_blocking(true, nb1);
+		upstream_.native_non_blocking(true, nb2);
+		if (nb1 || nb2 || !up_.open_pipe() || !down_.open_pipe()) {
+			up_.close_pipe();
+			down_.close_pipe();
+		}
 		// What was read so far goes first, then both ways as it comes.
 		up_.buf = std::move(hello_);
 		up_.len = up_.buf.size();
-		down_.buf.resize(kReadChunk);
 		send(up_, client_, upstream_, rec_.bytes_out);
-		read(down_, upstream_, client_, rec_.bytes_back);
+		next(down_, upstream_, client_, rec_.bytes_back);
 	}
 
 	struct Way {
 		std::string buf;
 		size_t len = 0;
 		bool closed = false;
+		// The pipe spliced through, and how much of it is to be sent.
+		std::array<int, 2> pipe{-1, -1};
+		size_t queued = 0;
+
+		Way() = default;
+		Way(const Way&) = delete;
+		Way& operator=(const Way&) = delete;
+		~Way() { close_pipe(); }
+
+		bool open_pipe()
+		{
+			if (::pipe2(pipe.data(), O_NONBLOCK | O_CLOEXEC) != 0)
+				return false;
+			(void)::fcntl(pipe[1], F_SETPIPE_SZ, kPipeBytes);
+			return true;
+		}
+		void close_pipe()
+		{
+			for (int& fd : pipe) {
+				if (fd >= 0)
+					::close(fd);
+				fd = -1;
+			}
+		}
+		bool spliced() const { return pipe[0] >= 0; }
 	};
+
+	// The way's next step: read (through the proxy's buffers), or splice.
+	void next(Way& w, tcp::socket& from, tcp::socket& to, uint64_t& count)
+	{
+		if (w.spliced())
+			splice(w, from, to, count);
+		else
+			read(w, from, to, count);
+	}
+
+	// Moves what `from` sends to `to` in the kernel: socket to pipe, pipe
+	// to socket, the pages themselves and no copy where the kernel can.
+	// Each side not ready is waited for; after kSpliceTurns the other
+	// connections run first. The end of what `from` sends (or a failed
+	// read) is a half close, as in read(); a failed send ends the
+	// connection, as in send().
+	void splice(Way& w, tcp::socket& from, tcp::socket& to, uint64_t& count)
+	{
+		for (int turn = 0; turn < kSpliceTurns; turn++) {
+			if (w.queued > 0) {
+				ssize_t n = ::splice(w.pipe[0], nullptr, to.native_handle(), nullptr, w.queued,
+						     SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+				if (n > 0) {
+					w.queued -= static_cast<size_t>(n);
+					count += static_cast<uint64_t>(n);
+					continue;
+				}
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n < 0 && errno == EAGAIN)
+					return wait(w, from, to, count, to, tcp::socket::wait_write);
+				return finish();
+			}
+			ssize_t n = ::splice(from.native_handle(), nullptr, w.pipe[1], nullptr, static_cast<size_t>(kPipeBytes),
+					     SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n > 0) {
+				w.queued = static_cast<size_t>(n);
+				continue;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno == EAGAIN)
+				return wait(w, from, to, count, from, tcp::socket::wait_read);
+			if (n < 0 && (errno == EINVAL || errno == ENOSYS || errno == EPERM)) {
+				// A kernel or filter without splice for these: the buffers.
+				w.close_pipe();
+				return read(w, from, to, count);
+			}
+			return half_close(w, to);
+		}
+		net::post(w_->io(), [self = shared_from_this(), &w, &from, &to, &count] {
+			if (!self->done_)
+				self->splice(w, from, to, count);
+		});
+	}
+
+	void wait(Way& w, tcp::socket& from, tcp::socket& to, uint64_t& count, tcp::socket& on,
+		  tcp::socket::wait_type what)
+	{
+		on.async_wait(what, [self = shared_from_this(), &w, &from, &to, &count](const error_code& ec) {
+			if (self->done_)
+				return;
+			if (ec)
+				return self->finish();
+			self->splice(w, from, to, count);
+		});
+	}
 
 	void read(Way& w, tcp::socket& from, tcp::socket& to, uint64_t& count)
 	{
@@ -972,7 +1079,7 @@ private:
 					 count += n;
 					 if (ec)
 						 return self->finish();
-					 self->read(w, from, to, count);
+					 self->next(w, from, to, count);
 				 });
 	}
 
@@ -999,6 +1106,8 @@ private:
 		timer_.cancel();
 		client_.close(ignored);
 		upstream_.close(ignored);
+		up_.close_pipe();
+		down_.close_pipe();
 		w_->forget_gate(this);
 	}
 
