@@ -12,6 +12,7 @@
 
 #include "daemon_fixture.h"
 #include "fixture.h"
+#include "world_fixture.h"
 
 namespace it {
 namespace {
@@ -56,17 +57,6 @@ protected:
 			    {"rules", rules}};
 	}
 
-	RunResult run_with(const std::string& name, const std::vector<std::string>& cmd, const json& policy,
-			   Ms timeout = 30s)
-	{
-		RunSpec s;
-		s.policy = env().write_policy(name + ".json", policy);
-		s.name = name;
-		s.cmd = cmd;
-		s.log_allowed = true;
-		return env().run(s, timeout);
-	}
-
 	std::optional<json> record_with(const std::string& needle)
 	{
 		for (const auto& j : read_json_lines(records_))
@@ -75,18 +65,10 @@ protected:
 		return std::nullopt;
 	}
 
-	// One datagram to DEST, and what comes back: {"from", "port", "data"}.
-	std::vector<std::string> udp_exchange(const std::string& host, int port, const std::string& marker)
-	{
-		return {python(), "-c",
-			fmt::format("import json, socket\n"
-				    "f = socket.AF_INET6 if ':' in '{0}' else socket.AF_INET\n"
-				    "s = socket.socket(f, socket.SOCK_DGRAM); s.settimeout(5)\n"
-				    "s.sendto(b'{2}', ('{0}', {1}))\n"
-				    "d, a = s.recvfrom(4096)\n"
-				    "print(json.dumps({{'udp': 1, 'from': a[0], 'port': a[1], 'data': d.decode()}}))\n",
-				    host, port, marker)};
-	}
+	// Real clients of every family, run as `user` ("": uid 0).
+	void clients_land(const std::string& user);
+	// A redirect to a target nothing listens on, the command as `user`.
+	void target_down(const std::string& user);
 
 	std::string sim_cgroup_, records_;
 	Proc* sim_ = nullptr;
@@ -96,7 +78,7 @@ protected:
 // learns from SO_ORIGINAL_DST where it was meant to go; the client's
 // getpeername says the same; a datagram lands there too and its answer
 // seems to come from where it was sent; nothing reaches the sink.
-TEST_F(Target, ConnectsLandInTheTargetWhichLearnsWhereTheyWereMeantToGo)
+void Target::clients_land(const std::string& user)
 {
 	int port = free_port();
 	start_target(port);
@@ -104,13 +86,13 @@ TEST_F(Target, ConnectsLandInTheTargetWhichLearnsWhereTheyWereMeantToGo)
 	std::string name = sandbox("clients");
 	std::string m4 = env().marker("py4"), m6 = env().marker("py6"), mm = env().marker("mapped");
 	std::string mc = env().marker("curl"), mu = env().marker("udp");
-	auto rr = run_with(
-		name,
+	auto rr = run_logged(
+		env(), name,
 		Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m4, dest6(kDenied6, 9002), m6,
 						       "[::ffff:10.77.0.3]:9003", mm}),
 			  {"curl", "-sS", "http://10.77.0.3:9004/curl/" + mc},
-			  udp_exchange(kDenied4, 9005, mu)}),
-		target_policy(port));
+			  env().py("udp_exchange.py", {dest4(kDenied4, 9005), mu})}),
+		target_policy(port), 30s, user);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe() << sim_->err();
 
 	for (const auto& [marker, peer, port_] : std::vector<std::tuple<std::string, std::string, int>>{
@@ -142,7 +124,7 @@ TEST_F(Target, ConnectsLandInTheTargetWhichLearnsWhereTheyWereMeantToGo)
 		if (j.contains("udp"))
 			answer = j;
 	EXPECT_EQ(answer.value("from", ""), kDenied4) << rr.describe();
-	EXPECT_EQ(answer.value("port", 0), 9005) << rr.describe();
+	EXPECT_EQ(answer.value("port_from", 0), 9005) << rr.describe();
 	EXPECT_EQ(answer.value("data", ""), "target:" + mu) << rr.describe();
 
 	for (const auto& m : {m4, m6, mm, mc, mu})
@@ -151,24 +133,14 @@ TEST_F(Target, ConnectsLandInTheTargetWhichLearnsWhereTheyWereMeantToGo)
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 }
 
-// A connection from a chosen source port: {"bound": PORT, "body"} once the
-// answer is read to its end (the target closes first).
-std::vector<std::string> bound_request(int sport, const std::string& dest_host, int dest_port, const std::string& marker)
+TEST_F(Target, ConnectsLandInTheTargetWhichLearnsWhereTheyWereMeantToGo)
 {
-	return {python(), "-c",
-		fmt::format("import json, socket\n"
-			    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-			    "s.bind(('0.0.0.0', {0})); s.settimeout(5)\n"
-			    "s.connect(('{1}', {2}))\n"
-			    "s.sendall(b'GET /{3} HTTP/1.0\\r\\n\\r\\n')\n"
-			    "b = b''\n"
-			    "while True:\n"
-			    "    c = s.recv(4096)\n"
-			    "    if not c: break\n"
-			    "    b += c\n"
-			    "s.close()\n"
-			    "print(json.dumps({{'bound': {0}, 'body': b.decode().split('\\r\\n\\r\\n')[-1]}}))\n",
-			    sport, dest_host, dest_port, marker)};
+	clients_land("");
+}
+
+TEST_F(Target, ConnectsLandInTheTargetWhichLearnsWhereTheyWereMeantToGoAsNobody)
+{
+	clients_land("nobody");
 }
 
 // A later connection of another sandbox from the same address and port to
@@ -187,14 +159,16 @@ TEST_F(Target, AClosedConnectionsOriginNeverAnswersForAnother)
 	RunSpec a;
 	a.policy = env().write_policy(first + ".json", target_policy(port, "tcp"));
 	a.name = first;
-	a.cmd = Sequence({bound_request(sport, kDenied4, 9001, m1), {"touch", done},
+	a.cmd = Sequence({env().py("bound_request.py", {std::to_string(sport), dest4(kDenied4, 9001), m1}),
+			  {"touch", done},
 			  env().py("wait_file.py", {release, "30"})});
 	Proc& runner = env().start_run(a);
 	ASSERT_TRUE(wait_until([&] { return exists(done); }, 15s)) << runner.describe() << runner.out() << runner.err();
 
 	json policy = target_policy(port, "tcp");
 	policy["rules"][0]["cidr"] = std::string(kAllowed4) + "/32";
-	auto rr = run_with(second, bound_request(sport, kAllowed4, 9002, m2), policy);
+	auto rr = run_logged(env(), second,
+			     env().py("bound_request.py", {std::to_string(sport), dest4(kAllowed4, 9002), m2}), policy);
 	write_file(release, "");
 	EXPECT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.out() << runner.err();
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
@@ -222,22 +196,15 @@ TEST_F(Target, ATargetThatAsksAfterTheClientClosedIsStillTold)
 	ASSERT_FALSE(HasFatalFailure());
 	std::string m = env().marker("late"), direct = env().marker("direct");
 	std::string release = env().path("late.release");
-	auto send_and_close = [&](const std::string& host, int p, const std::string& marker) {
-		return std::vector<std::string>{python(), "-c",
-						fmt::format("import socket\n"
-							    "s = socket.create_connection(('{}', {}), 5)\n"
-							    "s.sendall(b'{}\\n')\n"
-							    "s.close()\n",
-							    host, p, marker)};
-	};
 	RunSpec spec;
 	spec.policy = env().write_policy("late.json", target_policy(port, "tcp"));
 	spec.name = sandbox("late");
-	spec.cmd = Sequence({send_and_close(kDenied4, 9011, m), env().py("wait_file.py", {release, "30"})});
+	spec.cmd = Sequence(
+		{env().py("send_and_close.py", {dest4(kDenied4, 9011), m}), env().py("wait_file.py", {release, "30"})});
 	Proc& runner = env().start_run(spec);
 	std::optional<json> j;
 	EXPECT_TRUE(wait_until([&] { return (j = record_with(m)).has_value(); }, 10s)) << read_file(records_);
-	Result d = env().in_client(send_and_close("127.0.0.1", port, direct));
+	Result d = env().in_client(env().py("send_and_close.py", {fmt::format("127.0.0.1:{}", port), direct}));
 	EXPECT_EQ(d.status, 0) << d.describe();
 	std::optional<json> dj;
 	EXPECT_TRUE(wait_until([&] { return (dj = record_with(direct)).has_value(); }, 10s)) << read_file(records_);
@@ -260,14 +227,15 @@ TEST_F(Target, AnAnswerFromATargetOnPort53ReachesTheClient)
 	json policy = target_policy(53, "udp");
 	policy["rules"][0]["ports"] = {5353};
 	std::string m = env().marker("dns");
-	auto rr = run_with(sandbox("dns53"), udp_exchange(kDenied4, 5353, m), policy);
+	auto rr =
+		run_logged(env(), sandbox("dns53"), env().py("udp_exchange.py", {dest4(kDenied4, 5353), m}), policy);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	json answer;
 	for (const auto& j : rr.out_json)
 		if (j.contains("udp"))
 			answer = j;
 	EXPECT_EQ(answer.value("from", ""), kDenied4) << rr.describe();
-	EXPECT_EQ(answer.value("port", 0), 5353) << rr.describe();
+	EXPECT_EQ(answer.value("port_from", 0), 5353) << rr.describe();
 	EXPECT_EQ(answer.value("data", ""), "target:" + m) << rr.describe();
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 	EXPECT_TRUE(NothingArrived(env(), m));
@@ -283,43 +251,30 @@ TEST_F(Target, AReloadThatDropsTheRedirectStopsTheSocketsDatagrams)
 	start_target(port);
 	ASSERT_FALSE(HasFatalFailure());
 	std::string name = sandbox("reload");
-	std::string m1 = env().marker("before"), m2 = env().marker("after");
-	std::string sent = env().path("first.sent"), release = env().path("second.release");
+	// The client's files (connected.json, go) in a directory of its own.
+	std::string dir = env().path("udp-client");
+	std::filesystem::create_directories(dir);
+	std::string prefix = env().marker("reload");
+	std::string m1 = prefix + "-BEFORE-", m2 = prefix + "-AFTER-";
 	json policy = target_policy(port, "udp");
 	policy["on_violation"] = "deny";
 	RunSpec spec;
 	spec.policy = env().write_policy(name + ".json", policy);
 	spec.name = name;
-	spec.cmd = {python(), "-c",
-		    fmt::format("import json, os, socket, time\n"
-				"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-				"s.connect(('{0}', 9005))\n"
-				"s.send(b'{1}')\n"
-				"open('{2}', 'w').close()\n"
-				"while not os.path.exists('{3}'): time.sleep(0.01)\n"
-				"try:\n"
-				"    s.send(b'{4}'); r = 'sent'\n"
-				"except OSError as e:\n"
-				"    r = e.strerror\n"
-				"print(json.dumps({{'second': r}}))\n",
-				kDenied4, m1, sent, release, m2)};
+	spec.cmd = env().py("udp_connected_wait.py", {"--dir", dir, "--prefix", prefix, dest4(kDenied4, 9005)});
 	Proc& runner = env().start_run(spec);
-	ASSERT_TRUE(wait_until([&] { return exists(sent) && record_with(m1).has_value(); }, 15s))
+	ASSERT_TRUE(wait_until([&] { return exists(dir + "/connected.json") && record_with(m1).has_value(); }, 15s))
 		<< runner.describe() << runner.err() << read_file(records_);
 	json dropped = {{"version", 1}, {"name", "it-target-dropped"}, {"mode", "enforce"}, {"on_violation", "deny"},
 			{"rules", json::array()}};
 	Result r = env().airlock({"reload", name, env().write_policy(name + "-dropped.json", dropped)}, 10s);
 	ASSERT_EQ(r.status, 0) << r.describe();
-	write_file(release, "");
+	write_file(dir + "/go", "");
 	ASSERT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.describe() << runner.err();
 	// A datagram that had reached the target would be recorded by now: the
 	// target records each as it arrives, and this fence follows it.
 	std::string fence = env().marker("fence");
-	Result f = env().in_client(
-		{python(), "-c",
-		 fmt::format("import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'{}', "
-			     "('127.0.0.1', {}))",
-			     fence, port)});
+	Result f = env().in_client(env().py("udp_send.py", {fmt::format("127.0.0.1:{}", port), fence}));
 	ASSERT_EQ(f.status, 0) << f.describe();
 	ASSERT_TRUE(wait_until([&] { return record_with(fence).has_value(); }, 10s)) << read_file(records_);
 	EXPECT_FALSE(record_with(m2)) << read_file(records_);
@@ -350,7 +305,7 @@ TEST_F(Target, AnUnmodifiedTransparentProxyForwardsToTheOriginalDestination)
 	std::string name = sandbox("mitm");
 	std::string m = env().marker("mitm");
 	// The sink never answers: mitmproxy waits for it, curl gives up.
-	auto rr = run_with(name, {"curl", "-sS", "-m", "3", "http://10.77.0.3:9007/through/" + m}, policy);
+	auto rr = run_logged(env(), name, {"curl", "-sS", "-m", "3", "http://10.77.0.3:9007/through/" + m}, policy);
 	EXPECT_TRUE(env().sink->wait_data(m, 1, 10s)) << rr.describe() << mitm.out() << mitm.err();
 	// Where it arrived: the original address and port.
 	json arrived;
@@ -398,12 +353,13 @@ TEST_F(Target, TheDaemonMakesASandboxThatRedirectsToATarget)
 
 // Nothing listens on the target: the connect is refused there, and nothing
 // goes to the destination instead.
-TEST_F(Target, ATargetThatIsDownRefusesAndNothingLeaves)
+void Target::target_down(const std::string& user)
 {
 	int port = free_port();
 	std::string name = sandbox("down");
 	std::string m = env().marker("down");
-	auto rr = run_with(name, env().py("world_client.py", {dest4(kDenied4, 9001), m}), target_policy(port));
+	auto rr = run_logged(env(), name, env().py("world_client.py", {dest4(kDenied4, 9001), m}), target_policy(port),
+			     30s, user);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	json r = ResultFor(rr, m);
 	EXPECT_EQ(r.value("ok", true), false) << r.dump();
@@ -411,6 +367,16 @@ TEST_F(Target, ATargetThatIsDownRefusesAndNothingLeaves)
 	EXPECT_NE(rr.r.err.find(fmt::format("nothing listens on 127.0.0.1:{} (TCP)", port)), std::string::npos)
 		<< rr.describe();
 	EXPECT_TRUE(NothingArrived(env(), m));
+}
+
+TEST_F(Target, ATargetThatIsDownRefusesAndNothingLeaves)
+{
+	target_down("");
+}
+
+TEST_F(Target, ATargetThatIsDownRefusesAndNothingLeavesAsNobody)
+{
+	target_down("nobody");
 }
 
 // An IPv4 socket cannot reach an IPv6 target: refused at connect
@@ -425,10 +391,10 @@ TEST_F(Target, WhatCannotReachTheTargetIsRefusedNeverSentOn)
 	json policy = target_policy(port, "tcp");
 	policy["rules"][0]["to"] = fmt::format("[::1]:{}", port);
 	std::string m = env().marker("v4"), mu = env().marker("udp");
-	auto rr = run_with(name,
-			   Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m}),
-				     env().py("udp_send.py", {dest4(kDenied4, 9002), mu})}),
-			   policy);
+	auto rr = run_logged(env(), name,
+			     Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m}),
+				       env().py("udp_send.py", {dest4(kDenied4, 9002), mu})}),
+			     policy);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	json r = ResultFor(rr, m);
 	EXPECT_EQ(r.value("ok", true), false) << r.dump();

@@ -44,17 +44,6 @@ protected:
 		return it::world_policy(records_dir_, on_violation, std::move(extra_rules), protocol);
 	}
 
-	RunResult run_in_world(const std::string& name, const std::vector<std::string>& cmd, const json& policy,
-			       Ms timeout = 30s)
-	{
-		RunSpec s;
-		s.policy = env().write_policy(name + ".json", policy);
-		s.name = name;
-		s.cmd = cmd;
-		s.log_allowed = true;
-		return env().run(s, timeout);
-	}
-
 	// The records of a sandbox, waited for until `n` are there.
 	std::vector<json> wait_records(const std::string& name, size_t n, Ms timeout = 5s)
 	{
@@ -77,8 +66,8 @@ TEST_F(World, RealClientsLandInTheRecorderAndNothingLeaves)
 		"r.on('end', () => console.log(JSON.stringify({{node: r.statusCode, body: b}}))); }})"
 		".on('error', e => {{ console.log(JSON.stringify({{node: 'error', error: e.code}})); }});",
 		mn);
-	auto rr = run_in_world(
-		name,
+	auto rr = run_logged(
+		env(), name,
 		Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m4, dest6(kDenied6, 9002), m6,
 						       "[::ffff:10.77.0.3]:9003", mm}),
 			  {"curl", "-sS", "-H", "X-Marker: " + mc, "http://10.77.0.3:9004/curl/path?q=" + mc},
@@ -226,15 +215,15 @@ TEST_F(World, DatagramsLandInTheRecorderAndNothingLeaves)
 	std::string m4 = env().marker("u4"), m6 = env().marker("u6"), mm = env().marker("umapped");
 	std::string mc = env().marker("ucmsg"), after = env().marker("after");
 	std::string mmc = env().marker("umappedconnect"), mmm = env().marker("umappedcmsg");
-	auto rr = run_in_world(name,
-			       Sequence({env().py("udp_send.py", {"--mode", "sendto", dest4(kDenied4, 9010), m4}),
-					 env().py("udp_send.py", {"--mode", "connect", dest6(kDenied6, 9011), m6}),
-					 env().py("udp_send.py", {"--mode", "sendto", "[::ffff:10.77.0.3]:9012", mm}),
-					 env().py("udp_send.py", {"--mode", "cmsg", dest4(kDenied4, 9013), mc}),
-					 env().py("udp_send.py", {"--mode", "connect", "[::ffff:10.77.0.3]:9016", mmc}),
-					 env().py("udp_send.py", {"--mode", "cmsg", "[::ffff:10.77.0.3]:9017", mmm}),
-					 env().py("world_client.py", {dest4(kDenied4, 9014), after})}),
-			       world_policy("freeze"));
+	auto rr = run_logged(env(), name,
+			     Sequence({env().py("udp_send.py", {"--mode", "sendto", dest4(kDenied4, 9010), m4}),
+				       env().py("udp_send.py", {"--mode", "connect", dest6(kDenied6, 9011), m6}),
+				       env().py("udp_send.py", {"--mode", "sendto", "[::ffff:10.77.0.3]:9012", mm}),
+				       env().py("udp_send.py", {"--mode", "cmsg", dest4(kDenied4, 9013), mc}),
+				       env().py("udp_send.py", {"--mode", "connect", "[::ffff:10.77.0.3]:9016", mmc}),
+				       env().py("udp_send.py", {"--mode", "cmsg", "[::ffff:10.77.0.3]:9017", mmm}),
+				       env().py("world_client.py", {dest4(kDenied4, 9014), after})}),
+			     world_policy("freeze"));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	for (const auto& m : {m4, m6, mm, mc, mmc, mmm})
 		EXPECT_EQ(ResultFor(rr, m).value("ok", false), true) << m << "\n" << rr.describe();
@@ -279,10 +268,10 @@ TEST_F(World, UdpWhereOnlyTcpIsRedirectedIsRefusedWithoutAViolation)
 {
 	std::string name = sandbox("quic");
 	std::string m = env().marker("quic"), after = env().marker("after");
-	auto rr = run_in_world(name,
-			       Sequence({env().py("udp_send.py", {dest4(kDenied4, 9015), m}),
-					 env().py("world_client.py", {dest4(kDenied4, 9015), after})}),
-			       world_policy("freeze", json::array(), "tcp"));
+	auto rr = run_logged(env(), name,
+			     Sequence({env().py("udp_send.py", {dest4(kDenied4, 9015), m}),
+				       env().py("world_client.py", {dest4(kDenied4, 9015), after})}),
+			     world_policy("freeze", json::array(), "tcp"));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	json r = ResultFor(rr, m);
 	EXPECT_EQ(r.value("ok", true), false) << rr.describe();
@@ -482,7 +471,7 @@ TEST_F(World, LoopbackThroughAnotherDeviceNeverLeaves)
 		args.insert(args.end(), {mode, dest, markers.back()});
 	}
 	json extra = json::array({{{"action", "allow"}, {"cidr", "127.0.0.0/8"}}});
-	auto rr = run_in_world(name, env().py("bound_send.py", args), world_policy("deny", extra));
+	auto rr = run_logged(env(), name, env().py("bound_send.py", args), world_policy("deny", extra));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	json r1 = ResultFor(rr, markers[0]);
 	EXPECT_EQ(r1.value("ok", true), false) << rr.describe();
@@ -633,7 +622,7 @@ TEST_F(World, TlsEndsInTheWorldWithTheSandboxsCa)
 		"r.on(\"end\", () => console.log(b.trim(), \"node=\" + r.statusCode)); }}).on(\"error\", e => {{ "
 		"console.log(\"node error\", e.message); process.exit(1); }})'",
 		"203.0.113.10", mc, kDenied6, mp, mn);
-	auto rr = run_in_world(name, {"/bin/sh", "-c", script}, world_policy());
+	auto rr = run_logged(env(), name, {"/bin/sh", "-c", script}, world_policy());
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	EXPECT_NE(rr.r.out.find("CURL_CA_BUNDLE=/"), std::string::npos) << rr.r.out;
 	EXPECT_NE(rr.r.out.find("GIT_SSL_CAINFO=/"), std::string::npos) << rr.r.out;

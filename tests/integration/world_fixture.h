@@ -1,6 +1,7 @@
 #pragma once
-// What the tests of world mode share: a policy that redirects everything to
-// the world, and the records a sandbox's recorder writes.
+// What the tests of redirects share: a policy that redirects everything to
+// the world, a run with allowed decisions logged, and the records a
+// sandbox's recorder writes.
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,20 @@ inline json world_policy(const std::string& records_dir, const std::string& on_v
 				     {"path", "/fixture"},
 				     {"status", 201},
 				     {"body", "from the fixture\n"}}})}}}};
+}
+
+// `airlock run` of cmd in the sandbox `name` under `policy` (written as
+// NAME.json), allowed decisions logged too; cmd as `user` ("": uid 0).
+inline RunResult run_logged(Env& env, const std::string& name, const std::vector<std::string>& cmd,
+			    const json& policy, Ms timeout = 30s, const std::string& user = "")
+{
+	RunSpec s;
+	s.policy = env.write_policy(name + ".json", policy);
+	s.name = name;
+	s.cmd = cmd;
+	s.log_allowed = true;
+	s.user = user;
+	return env.run(s, timeout);
 }
 
 // The records in a file, waited for until `n` are there.
