@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""A TCP echo server on [::]:PORT (v4 and v6): sends every connection back
-what it reads, and shuts down its side when the peer has. Prints "serving"
-when it listens, then a JSON line per connection it ended:
-{"peer":..,"bytes":N}.
+"""A TCP echo server on HOST:PORT (default [::], v4 and v6): sends every
+connection back what it reads, and shuts down its side when the peer has.
+Prints "serving" when it listens, then a JSON line per connection: one
+{"accepted":peer} as it is accepted, one {"peer":..,"bytes":N} as it ends.
 
-  echo_server.py PORT
+  echo_server.py PORT [HOST]
 """
 import json
 import socket
@@ -29,14 +29,17 @@ def serve(c, peer):
 
 
 def main():
-    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    host = sys.argv[2] if len(sys.argv) > 2 else "::"
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-    s.bind(("::", int(sys.argv[1])))
+    if ":" in host:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.bind((host, int(sys.argv[1])))
     s.listen(64)
     print("serving", flush=True)
     while True:
         c, peer = s.accept()
+        print(json.dumps({"accepted": peer[0]}), flush=True)
         threading.Thread(target=serve, args=(c, peer), daemon=True).start()
 
 

@@ -13,8 +13,12 @@ connection, SOL_IPV6 on an IPv6 one), reads one request line, answers
 or null),"error" (errno name when unanswered),"line"}. A datagram is
 appended as {"proto":"udp","peer","peer_port","data"} and answered with
 "target:" + data. READY is written once every socket listens. With
-"late", it reads each connection to its end before it asks (a client that
-sent and closed is gone by then) and answers nothing.
+"late" (IPv4), it reads each connection to its end, acknowledges the
+client's FIN at once (TCP_QUICKACK), waits (at most 5 s) until the
+client's end is a time-wait socket in /proc/net/tcp, i.e. the client's
+own socket is closed in the kernel, and only then asks, its own socket
+still open; the record's "closed" says whether the wait ended so. It
+answers nothing.
 """
 import errno
 import json
@@ -22,6 +26,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 SO_ORIGINAL_DST = 80
 SOL_IPV6 = 41
@@ -48,6 +53,27 @@ def original(conn):
         return None, errno.errorcode.get(e.errno, str(e.errno))
 
 
+def proc_addr(addr):
+    """An IPv4 address and port as /proc/net/tcp writes them (x86)."""
+    return "%08X:%04X" % (struct.unpack("<I", socket.inet_aton(addr[0]))[0], addr[1])
+
+
+def client_closed(conn, timeout=5.0):
+    """Until the client's end of conn is a time-wait socket (timer 3) in
+    /proc/net/tcp: its full socket is closed, as an orphan's is on the ACK
+    of its FIN."""
+    local, remote = proc_addr(conn.getpeername()), proc_addr(conn.getsockname())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                p = line.split()
+                if p[1] == local and p[2] == remote and p[5].split(":")[0] == "03":
+                    return True
+        time.sleep(0.001)
+    return False
+
+
 def serve_tcp(conn, path, late):
     with conn:
         peer = conn.getpeername()
@@ -63,13 +89,16 @@ def serve_tcp(conn, path, late):
                 data += chunk
         except OSError:
             pass
-        if late:
-            orig, err = original(conn)
         line = data.split(b"\r\n", 1)[0].decode("utf-8", "replace")
+        if late:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+            closed = client_closed(conn)
+            orig, err = original(conn)
+            record(path, {"proto": "tcp", "peer": peer[0], "peer_port": peer[1], "original": orig, "error": err,
+                          "line": line, "closed": closed})
+            return
         record(path, {"proto": "tcp", "peer": peer[0], "peer_port": peer[1], "original": orig, "error": err,
                       "line": line})
-        if late:
-            return
         body = ("target %s\n" % orig).encode()
         try:
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))

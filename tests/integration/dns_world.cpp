@@ -163,6 +163,9 @@ void Resolver::start(Ms timeout)
 				      "--address=/denied.test/10.77.0.2", "--address=/denied.test/fd77::2",
 				      // Most specific wins: a name under allowed.test that points at the denied host.
 				      "--address=/rebind.allowed.test/10.77.0.3",
+				      // A name under allowed.test bound to loopback (a sandbox's own
+				      // resolver's doing).
+				      "--address=/loopback.allowed.test/127.0.0.1", "--address=/loopback.allowed.test/::1",
 				      "--cname=www.chain.test,mid.chain.test", "--cname=mid.chain.test,end.chain.test",
 				      "--host-record=end.chain.test,10.77.0.2,fd77::2",
 				      "--txt-record=txt.allowed.test,hello",  // no shell: no quotes

@@ -185,8 +185,9 @@ TEST_F(Target, AClosedConnectionsOriginNeverAnswersForAnother)
 }
 
 // A client that sends and closes at once (fire and forget): the target
-// reads to the end and asks only then, after the client's socket is gone,
-// and is still told where it was meant to go. A connection from outside
+// reads to the end, ends its side, and asks only once the client's socket
+// is closed in the kernel too (the target's own is closed: the client's
+// took the last FIN), and is still told where it was meant to go. A connection from outside
 // every sandbox, straight to the target while the program is attached,
 // gets no answer.
 TEST_F(Target, ATargetThatAsksAfterTheClientClosedIsStillTold)
@@ -211,6 +212,7 @@ TEST_F(Target, ATargetThatAsksAfterTheClientClosedIsStillTold)
 	write_file(release, "");
 	EXPECT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.describe() << runner.err();
 	ASSERT_TRUE(j && dj) << read_file(records_);
+	EXPECT_EQ((*j)["closed"], true) << j->dump();
 	EXPECT_EQ((*j)["original"], "10.77.0.3:9011") << j->dump();
 	EXPECT_TRUE((*dj)["original"].is_null()) << dj->dump();
 	EXPECT_TRUE(NothingArrived(env(), m));

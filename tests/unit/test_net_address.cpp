@@ -297,6 +297,14 @@ TEST(LocalScope, HostLinkAndGroupAddressesInEveryForm)
 		ASSERT_TRUE(a) << s;
 		EXPECT_FALSE(is_local_scope(*a)) << s;
 	}
+	// An address as the kernel hands it over (not parsed, so not
+	// normalised): v4-mapped in an IPv6 family.
+	Address mapped;
+	mapped.family = AL_FAMILY_IPV6;
+	mapped.bytes = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+	EXPECT_TRUE(is_local_scope(mapped));
+	mapped.bytes[12] = 10;
+	EXPECT_FALSE(is_local_scope(mapped));
 }
 
 }  // namespace
