@@ -538,6 +538,92 @@ TEST_F(World, AnotherSandboxsProxyIsNotReachable)
 }
 
 
+// A proxy port is one proxy's on the host, whatever network namespace its
+// listeners are in. `airlock run` in another namespace, whose port range
+// makes the first sandbox's proxy port the first one bind gives it, does
+// not take that port (claimed in the kernel only if no proxy has it): it
+// says so and binds another; both sandboxes' redirected connections land
+// in their own recorders, no violation (a port taken over would make the
+// first's proxy-port violations).
+TEST_F(World, AProxyPortOfAnotherNamespaceIsNeverTakenOver)
+{
+	std::string a = sandbox("first"), b = sandbox("second");
+	std::string go_a = env().path("go-first"), go_b = env().path("go-second"), then = env().path("then-first");
+	std::string ma = env().marker("first");
+	RunSpec s;
+	s.policy = env().write_policy(a + ".json", world_policy());
+	s.name = a;
+	// A connection once the second sandbox's proxy runs.
+	s.cmd = Sequence({env().py("wait_file.py", {then, "60"}),
+			  env().py("world_client.py", {dest4(kDenied4, 9021), ma}),
+			  env().py("wait_file.py", {go_a, "60"})});
+	Proc& first = env().start_run(s);
+	std::smatch sm;
+	std::regex re("proxy [0-9]+ on 127\\.0\\.0\\.1:([0-9]+)");
+	std::string err;
+	ASSERT_TRUE(wait_until(
+		[&] {
+			err = first.err();
+			return std::regex_search(err, sm, re);
+		},
+		10s))
+		<< first.err();
+	int port = std::stoi(sm[1]);
+
+	// A namespace of its own, loopback up, handing out [port - 1, port]:
+	// bind(0) tries the port of the other parity than the range's low end
+	// first, i.e. the first sandbox's.
+	std::string ns = "alw" + env().id;
+	struct Netns {
+		std::string name;
+		~Netns() { run({"ip", "netns", "del", name}, 10s); }
+	} guard{ns};
+	ASSERT_EQ(run({"ip", "netns", "add", ns}, 10s).status, 0);
+	ASSERT_EQ(run({"ip", "-n", ns, "link", "set", "lo", "up"}, 10s).status, 0);
+	Result range = run({"ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+			    fmt::format("net.ipv4.ip_local_port_range={} {}", port - 1, port)},
+			   10s);
+	ASSERT_EQ(range.status, 0) << range.describe();
+
+	std::string mb = env().marker("second");
+	RunSpec o;
+	o.policy = env().write_policy(b + ".json", world_policy());
+	o.name = b;
+	o.in_client_ns = false;
+	o.cmd = Sequence({env().py("world_client.py", {dest4(kDenied4, 9020), mb}),
+			  env().py("wait_file.py", {go_b, "60"})});
+	std::vector<std::string> argv = {"nsenter", "--net=/run/netns/" + ns};
+	for (const auto& x : env().run_argv(o))
+		argv.push_back(x);
+	Proc& second = env().start(argv, "run-" + b);
+	ASSERT_TRUE(wait_until([&] { return !read_json_lines(records(b)).empty() || !second.running(); }, 15s))
+		<< second.describe();
+	EXPECT_NE(second.err().find(fmt::format("{}: port {} is another sandbox's proxy port; binding another", b, port)),
+		  std::string::npos)
+		<< second.describe();
+	std::smatch sm2;
+	std::string err2 = second.err();
+	ASSERT_TRUE(std::regex_search(err2, sm2, re)) << err2;
+	EXPECT_EQ(std::stoi(sm2[1]), port - 1) << err2;
+	auto jb = record_with(read_json_lines(records(b)), "path", mb);
+	ASSERT_TRUE(jb) << read_file(records(b));
+	EXPECT_EQ(jb->value("dst", ""), kDenied4);
+
+	// The first sandbox's redirected connections go on to its own proxy.
+	write_file(then, "");
+	EXPECT_TRUE(wait_until([&] { return !read_json_lines(records(a)).empty() || !first.running(); }, 15s))
+		<< first.describe();
+	write_file(go_a, "go");
+	write_file(go_b, "go");
+	EXPECT_EQ(first.wait(20s), std::optional<int>(0)) << first.describe();
+	EXPECT_EQ(second.wait(20s), std::optional<int>(0)) << second.describe();
+	EXPECT_TRUE(record_with(read_json_lines(records(a)), "path", ma)) << read_file(records(a));
+	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
+	EXPECT_TRUE(NothingArrived(env(), ma));
+	EXPECT_TRUE(NothingArrived(env(), mb));
+}
+
+
 // world.dns "synthesize": every query, to any address, is answered by the
 // world with an address of 198.18.0.0/15 bound to the name, and seems to
 // come from where it was sent (recvmsg4/6): glibc's getaddrinfo over

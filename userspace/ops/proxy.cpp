@@ -711,12 +711,14 @@ bool same_for_the_proxy(const Policy& a, const Policy& b)
 
 void SandboxProxy::set_policy(const Policy& p, unsigned bank)
 {
-	// A proxy that is down starts on the new policy when its time comes.
-	bool restart = !same_for_the_proxy(policy_, p) && running();
-	if (!restart) {
+	auto adopt = [&] {
 		policy_ = p;
 		rec_.bank = bank;
 		records_ = records_file(policy_, rec_.name);
+	};
+	// A proxy that is down starts on the new policy when its time comes.
+	if (same_for_the_proxy(policy_, p) || !running()) {
+		adopt();
 		return;
 	}
 	spdlog::info("{}: the policy's gated rules or world changed: the proxy starts again", rec_.name);
@@ -726,9 +728,7 @@ void SandboxProxy::set_policy(const Policy& p, unsigned bank)
 		stop();
 		retire();
 	});
-	policy_ = p;
-	rec_.bank = bank;
-	records_ = records_file(policy_, rec_.name);
+	adopt();
 	if (running() || down_until_)
 		return;  // halted already
 	guarded("starting it again for a reload", [this] {
