@@ -114,7 +114,7 @@ protected:
 	}
 
 	void sni_gate(const std::string& user);
-	void sni_gate_bulk(const std::string& user);
+	void sni_gate_bulk(const std::string& user, const std::string& mode = "end");
 
 	json result(const RunResult& rr, const std::string& marker)
 	{
@@ -1506,8 +1506,11 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFrontingAsNobody)
 // stream, to an echo server in the sink's namespace behind a gated rule,
 // which sends it all back and shuts its side down after the client's. The
 // client gets back byte for byte what it sent; the record counts exactly
-// that many bytes each way, and the server read exactly as many.
-void Dns::sni_gate_bulk(const std::string& user)
+// that many bytes each way, and the server read exactly as many. Mode
+// "urgent": one byte in the middle of the stream is sent as TCP urgent
+// data, which stops a splice at its mark: that byte and the rest still go
+// through, in their place.
+void Dns::sni_gate_bulk(const std::string& user, const std::string& mode)
 {
 	constexpr size_t kBytes = 8u << 20;
 	Proc& echo = env().start({"ip", "netns", "exec", env().topo->sink_ns, python(), "-u",
@@ -1520,15 +1523,15 @@ void Dns::sni_gate_bulk(const std::string& user)
 	json p = standard_dns_policy("it-sni-bulk");
 	p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9444})},
 			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
-	std::string name = sandbox("bulk-" + (user.empty() ? std::string("root") : user));
+	std::string name = sandbox("bulk-" + mode + "-" + (user.empty() ? std::string("root") : user));
 	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
 	struct Cleanup {
 		std::string f;
 		~Cleanup() { std::filesystem::remove(f); }
 	} cleanup{records};
 	RunResult rr = sandboxed(name, env().write_policy("sni-bulk.json", p),
-				 world().exec("bulk", {python(), client_script("gate_echo.py"), "allowed.test", "9444",
-						       std::to_string(kBytes)},
+				 world().exec("bulk", {python(), client_script("gate_echo.py"), "--mode", mode, "allowed.test",
+						       "9444", std::to_string(kBytes)},
 					      30),
 				 Opts().as(user).timeout_of(60s));
 	json r = result(rr, "bulk");
@@ -1536,7 +1539,7 @@ void Dns::sni_gate_bulk(const std::string& user)
 	ASSERT_TRUE(out.is_object()) << r.dump();
 	EXPECT_EQ(out.value("errno", -1), 0) << out.dump();
 	EXPECT_TRUE(out.value("dst", "") == kAllowed4 || out.value("dst", "") == kAllowed6) << out.dump();
-	size_t sent = out.value("hello", size_t{0}) + kBytes;
+	size_t sent = out.value("hello", size_t{0}) + kBytes + (mode == "urgent" ? 1 : 0);
 	EXPECT_EQ(out.value("sent", size_t{0}), sent) << out.dump();
 	EXPECT_EQ(out.value("received", size_t{0}), sent) << out.dump();
 	EXPECT_TRUE(out.value("same", false)) << out.dump();
@@ -1572,17 +1575,76 @@ TEST_F(Dns, TheSniGateMovesBulkBytesUntouchedBothWaysAsNobody)
 	sni_gate_bulk("nobody");
 }
 
+TEST_F(Dns, TheSniGateGoesOnPastTcpUrgentData)
+{
+	sni_gate_bulk("", "urgent");
+}
+
+// A client that resets its connection while the gate is splicing both ways
+// (the echo server still sending) ends that connection only: the proxy
+// goes on (a splice to the reset socket fails EPIPE and does not kill it
+// with SIGPIPE), every connection is recorded as passed, and the next
+// client's 1 MiB comes back byte for byte. Four resets: one alone reaches
+// that splice in about two runs of three.
+TEST_F(Dns, AClientsResetMidStreamEndsOnlyItsConnection)
+{
+	Proc& echo = env().start({"ip", "netns", "exec", env().topo->sink_ns, python(), "-u",
+				  client_script("echo_server.py"), "9444"},
+				 "echo");
+	ASSERT_TRUE(wait_until([&] { return echo.out().find("serving") != std::string::npos || !echo.running(); },
+			       10s, 10ms) &&
+		    echo.running())
+		<< echo.describe();
+	json p = standard_dns_policy("it-sni-reset");
+	p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9444})},
+			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+	std::string name = sandbox("reset");
+	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
+	struct Cleanup {
+		std::string f;
+		~Cleanup() { std::filesystem::remove(f); }
+	} cleanup{records};
+	auto client = [&](const std::string& tag, const std::string& mode, size_t bytes) {
+		return world().exec(tag, {python(), client_script("gate_echo.py"), "--mode", mode, "allowed.test", "9444",
+					  std::to_string(bytes)},
+				    30);
+	};
+	RunResult rr = sandboxed(name, env().write_policy("sni-reset.json", p),
+				 Sequence({client("reset1", "reset", 8u << 20), client("reset2", "reset", 8u << 20),
+					   client("reset3", "reset", 8u << 20), client("reset4", "reset", 8u << 20),
+					   client("after", "end", 1u << 20)}),
+				 Opts().timeout_of(60s));
+	for (const char* tag : {"reset1", "reset2", "reset3", "reset4"}) {
+		json reset = json::parse(result(rr, tag).value("out", ""), nullptr, false);
+		ASSERT_TRUE(reset.is_object()) << rr.describe();
+		EXPECT_GE(reset.value("received", 0), 1 << 16) << reset.dump();
+		EXPECT_LT(reset.value("sent", size_t{0}), reset.value("hello", size_t{0}) + (8u << 20)) << reset.dump();
+	}
+	json after = json::parse(result(rr, "after").value("out", ""), nullptr, false);
+	ASSERT_TRUE(after.is_object()) << rr.describe();
+	EXPECT_TRUE(after.value("same", false)) << after.dump();
+	EXPECT_EQ(after.value("sent", size_t{0}), after.value("hello", size_t{0}) + (1u << 20)) << after.dump();
+	EXPECT_EQ(rr.r.err.find("died of signal"), std::string::npos) << rr.describe();
+	EXPECT_EQ(rr.r.err.find("exited with"), std::string::npos) << rr.describe();
+	size_t passed = 0;
+	for (const auto& j : read_json_lines(records))
+		passed += j.value("kind", "") == "sni" && j.value("verdict", "") == "pass";
+	EXPECT_EQ(passed, 5u) << read_file(records);
+}
+
 // A sandbox whose processes are in another network namespace (an attached
 // container's) resolves a name its gated rule covers to 127.0.0.1 (its own
 // resolver may say anything). The ClientHello names it, and the name did
 // resolve there for this sandbox: the gate passes it, but the daemon, whose
 // sockets are in the host's namespace, never connects to this host's
-// loopback for it. A service listening there (127.0.0.1:9446 of the host)
+// loopback for it. A service listening there (127.0.0.1:P of the host)
 // is never reached; the connection ends, recorded with why; the daemon
 // says so once and goes on.
 TEST_F(Dns, TheGateNeverConnectsToTheHostsLoopbackForAnotherNamespace)
 {
-	Proc& service = env().start({python(), "-u", client_script("echo_server.py"), "9446", "127.0.0.1"}, "service");
+	int port = free_port();
+	Proc& service = env().start({python(), "-u", client_script("echo_server.py"), std::to_string(port), "127.0.0.1"},
+				    "service");
 	ASSERT_TRUE(wait_until([&] { return service.out().find("serving") != std::string::npos || !service.running(); },
 			       10s, 10ms) &&
 		    service.running())
@@ -1608,7 +1670,7 @@ TEST_F(Dns, TheGateNeverConnectsToTheHostsLoopbackForAnotherNamespace)
 		<< holder.describe();
 
 	json p = standard_dns_policy("it-sni-loopback");
-	p["rules"].push_back({{"action", "allow"}, {"domain", "*.allowed.test"}, {"ports", json::array({9446})},
+	p["rules"].push_back({{"action", "allow"}, {"domain", "*.allowed.test"}, {"ports", json::array({port})},
 			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
 	std::string name = sandbox("loopback");
 	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
@@ -1631,7 +1693,7 @@ TEST_F(Dns, TheGateNeverConnectsToTheHostsLoopbackForAnotherNamespace)
 	// IPv4, then IPv6: 127.0.0.1, then ::1.
 	for (const char* family : {"-4", "-6"}) {
 		RunResult rr = world().bare(inside({"curl", family, "-sS", "-k", "--max-time", "5", "-w",
-						    " curl=%{http_code}", "https://loopback.allowed.test:9446/"}),
+						    " curl=%{http_code}", "https://loopback.allowed.test:" + std::to_string(port) + "/"}),
 					    20s);
 		EXPECT_NE(rr.r.status, 0) << rr.describe();
 		EXPECT_EQ(rr.r.out.find("curl=200"), std::string::npos) << rr.describe();

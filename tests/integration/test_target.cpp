@@ -185,9 +185,10 @@ TEST_F(Target, AClosedConnectionsOriginNeverAnswersForAnother)
 }
 
 // A client that sends and closes at once (fire and forget): the target
-// reads to the end, ends its side, and asks only once the client's socket
-// is closed in the kernel too (the target's own is closed: the client's
-// took the last FIN), and is still told where it was meant to go. A connection from outside
+// reads to the end, acknowledges the client's FIN at once, and asks only
+// once the client's socket is closed in the kernel (its end a time-wait
+// socket; the target's own stays open), and is still told where it was
+// meant to go. A connection from outside
 // every sandbox, straight to the target while the program is attached,
 // gets no answer.
 TEST_F(Target, ATargetThatAsksAfterTheClientClosedIsStillTold)
@@ -273,6 +274,12 @@ TEST_F(Target, AReloadThatDropsTheRedirectStopsTheSocketsDatagrams)
 	ASSERT_EQ(r.status, 0) << r.describe();
 	write_file(dir + "/go", "");
 	ASSERT_EQ(runner.wait(15s), std::optional<int>(0)) << runner.describe() << runner.err();
+	// The client sent its second datagram (whatever send() said).
+	json client;
+	for (const auto& j : json_objects_in(runner.out()))
+		if (j.value("client", "") == "udp_connected_wait")
+			client = j;
+	ASSERT_TRUE(client.contains("after")) << runner.describe() << runner.out();
 	// A datagram that had reached the target would be recorded by now: the
 	// target records each as it arrives, and this fence follows it.
 	std::string fence = env().marker("fence");

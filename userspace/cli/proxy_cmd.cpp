@@ -27,6 +27,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <openssl/crypto.h>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -128,6 +129,7 @@ void install_seccomp(const std::vector<int>& udp_fds)
 					 SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(fd)));
 	rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, FIONBIO));
 	rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, FIONREAD));
+	rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, SIOCATMARK));
 	rc |= ::seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
 				 SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(::getpid())));
 	if (rc == 0)
@@ -449,6 +451,18 @@ int cmd_proxy(const ProxyCommand& c)
 		OPENSSL_cleanse(blob.data(), blob.size());
 	}
 
+	// A gated connection spliced holds a pipe a way, four descriptors more
+	// than its two sockets: the soft limit goes up to the hard one (the
+	// recorder's max_connections bounds what is open), read by the recorder
+	// as it is made. A connection whose pipes would not fit goes through
+	// the proxy's buffers. A splice to a socket whose peer is gone raises
+	// SIGPIPE (splice has no MSG_NOSIGNAL): ignored, the call fails EPIPE.
+	if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)::setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (::signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+		fail_errno("ignore SIGPIPE");
 	boost::asio::io_context io;
 	int origin_fd = c.origin_fd;
 	uint32_t slot = c.slot;
@@ -480,15 +494,16 @@ int cmd_proxy(const ProxyCommand& c)
 			gate->stop();
 	});
 
-	// A gated connection spliced holds a pipe a way, four descriptors more
-	// than its two sockets: the soft limit goes up to the hard one (the
-	// recorder's max_connections bounds what is open). Where it cannot, a
-	// connection without pipes goes through the proxy's buffers.
-	if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		(void)::setrlimit(RLIMIT_NOFILE, &rl);
-	}
+	pid_t agent = ::getppid();
 	drop_privileges(c.user);
+	// The parent-death signal the agent set before exec is cleared by the
+	// change of user: set again, SIGKILL (which the proxy cannot block),
+	// so that a proxy never outlives the agent that started it (an agent
+	// killed, a daemon that crashed), listening and holding its records.
+	if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+		fail_errno("PR_SET_PDEATHSIG");
+	if (::getppid() != agent)
+		fail("the agent that started the proxy is gone");
 	uid_t uid = ::getuid();  // not allowed under the filter
 	install_seccomp(c.udp_fds);
 	recorder.start();

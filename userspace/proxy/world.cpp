@@ -1,6 +1,8 @@
 #include "proxy/world.h"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -48,11 +50,16 @@ constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 constexpr std::string_view kDefaultBody = "airlock world: recorded\n";
 constexpr uint16_t kDnsPort = 53;
 constexpr size_t kMaxTlsPending = 64 * 1024;  // bytes a TLS session may hold to send
-// A gated connection's pipes (one a way) ask for this much; the kernel's
-// default (64 KiB) stays when the proxy's user is past its pipe pages.
-constexpr int kPipeBytes = 256 * 1024;
+// A gated connection's pipes (one a way) are the kernel's default size,
+// 64 KiB: the pages of every pipe of the proxy's user count against one
+// limit (pipe-user-pages-soft), which every proxy shares; past it, a new
+// pipe is smaller, and the connection goes through the proxy's buffers.
+constexpr size_t kPipeBytes = 64 * 1024;
 // Splices a way makes before it lets the proxy's other connections run.
 constexpr int kSpliceTurns = 16;
+// Descriptors kept free beyond what max_connections may hold: a gated
+// connection has pipes only while its four fit.
+constexpr size_t kSpareFds = 64;
 
 std::string lower(std::string_view s)
 {
@@ -223,6 +230,11 @@ public:
 	void count_tcp() { tcp_streams_++; }
 	void forget(Connection* c) { live_.erase(c); }
 	void forget_gate(GateConnection* c) { gates_.erase(c); }
+	// Whether a gated connection may have its two pipes: four descriptors
+	// for each gated connection, besides two for each of the connections
+	// max_connections allows and kSpareFds, within the descriptor limit
+	// read at start.
+	bool may_pipe() const { return o_.max_connections * 2 + gates_.size() * 4 + kSpareFds <= nofile_; }
 	Gate* gate() const { return o_.gate.get(); }
 	void count_sni(bool passed) { (passed ? sni_passed_ : sni_denied_)++; }
 	// A query to port 53 when the world synthesizes DNS.
@@ -261,6 +273,7 @@ private:
 	std::unordered_map<Connection*, std::shared_ptr<Connection>> live_;
 	std::unordered_map<GateConnection*, std::shared_ptr<GateConnection>> gates_;
 	NameTable names_;
+	size_t nofile_ = 0;  // RLIMIT_NOFILE's soft limit at start
 	bool started_ = false;
 	bool stopped_ = false;
 	error_code last_accept_error_;
@@ -944,7 +957,13 @@ private:
 		error_code nb1, nb2;
 		client_.native_non_blocking(true, nb1);
 		upstream_.native_non_blocking(true, nb2);
-		if (nb1 || nb2 || !up_.open_pipe() || !down_.open_pipe()) {
+		// TCP urgent data stays in the stream (it goes on as a byte like
+		// the others, without its urgency): never passed over.
+		int inline_urgent = 1;
+		for (tcp::socket* sock : {&client_, &upstream_})
+			(void)::setsockopt(sock->native_handle(), SOL_SOCKET, SO_OOBINLINE, &inline_urgent,
+					   sizeof(inline_urgent));
+		if (nb1 || nb2 || !w_->may_pipe() || !up_.open_pipe() || !down_.open_pipe()) {
 			up_.close_pipe();
 			down_.close_pipe();
 		}
@@ -968,11 +987,17 @@ private:
 		Way& operator=(const Way&) = delete;
 		~Way() { close_pipe(); }
 
+		// A pipe of the default size, or none (a smaller one, past the
+		// user's pipe pages, would be slower than the buffers).
 		bool open_pipe()
 		{
 			if (::pipe2(pipe.data(), O_NONBLOCK | O_CLOEXEC) != 0)
 				return false;
-			(void)::fcntl(pipe[1], F_SETPIPE_SZ, kPipeBytes);
+			int size = ::fcntl(pipe[1], F_GETPIPE_SZ);
+			if (size < 0 || static_cast<size_t>(size) < kPipeBytes) {
+				close_pipe();
+				return false;
+			}
 			return true;
 		}
 		void close_pipe()
@@ -1000,7 +1025,10 @@ private:
 	// Each side not ready is waited for; after kSpliceTurns the other
 	// connections run first. The end of what `from` sends (or a failed
 	// read) is a half close, as in read(); a failed send ends the
-	// connection, as in send().
+	// connection, as in send() (SIGPIPE is ignored: splice has no
+	// MSG_NOSIGNAL). TCP urgent data stops a splice at its mark
+	// (SIOCATMARK): that way goes through the buffers from then on, the
+	// urgent byte inline with the rest.
 	void splice(Way& w, tcp::socket& from, tcp::socket& to, uint64_t& count)
 	{
 		for (int turn = 0; turn < kSpliceTurns; turn++) {
@@ -1018,7 +1046,7 @@ private:
 					return wait(w, from, to, count, to, tcp::socket::wait_write);
 				return finish();
 			}
-			ssize_t n = ::splice(from.native_handle(), nullptr, w.pipe[1], nullptr, static_cast<size_t>(kPipeBytes),
+			ssize_t n = ::splice(from.native_handle(), nullptr, w.pipe[1], nullptr, kPipeBytes,
 					     SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n > 0) {
 				w.queued = static_cast<size_t>(n);
@@ -1026,8 +1054,17 @@ private:
 			}
 			if (n < 0 && errno == EINTR)
 				continue;
-			if (n < 0 && errno == EAGAIN)
-				return wait(w, from, to, count, from, tcp::socket::wait_read);
+			if (n == 0 || (n < 0 && errno == EAGAIN)) {
+				// Nothing spliced at an urgent mark: the splice stops there
+				// (and says 0 once the end came too), recv goes on.
+				int at_mark = 0;
+				if (::ioctl(from.native_handle(), SIOCATMARK, &at_mark) == 0 && at_mark) {
+					w.close_pipe();
+					return read(w, from, to, count);
+				}
+				if (n < 0)
+					return wait(w, from, to, count, from, tcp::socket::wait_read);
+			}
 			if (n < 0 && (errno == EINVAL || errno == ENOSYS || errno == EPERM)) {
 				// A kernel or filter without splice for these: the buffers.
 				w.close_pipe();
@@ -1128,6 +1165,8 @@ WorldImpl::WorldImpl(net::io_context& io, WorldOptions o, OriginLookup lookup)
 	: io_(io), o_(std::move(o)), lookup_(std::move(lookup)), records_(o_.records_fd, o_.max_records_bytes, o_.sandbox)
 {
 	o_.records_fd = -1;  // the writer's
+	if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		nofile_ = rl.rlim_cur == RLIM_INFINITY ? SIZE_MAX / 2 : static_cast<size_t>(rl.rlim_cur);
 	std::vector<int> fds = std::move(o_.listen_fds);
 	o_.listen_fds.clear();
 	for (size_t i = 0; i < fds.size(); i++) {
