@@ -490,18 +490,16 @@ TEST_F(World, LoopbackThroughAnotherDeviceNeverLeaves)
 // address, and nothing of it lands in the world sandbox's records.
 // The proxy never outlives the agent that started it: `airlock run`
 // killed (SIGKILL, no chance to stop it), its proxy, which runs as another
-// user, is killed too, and its port is given up; the sandbox's redirected
-// connects then fail closed (no proxy), never reaching the destination.
+// user, is killed too (listening no more, holding its records no more).
+// (That the sandbox's redirected connects then fail closed is
+// TheProxyIsUnprivilegedAndItsDeathFailsClosed's.)
 TEST_F(World, TheProxyEndsWithTheAgentThatStartedIt)
 {
 	std::string name = sandbox("orphan");
-	std::string go = env().path("go-orphan"), released = env().path("released");
-	std::string m = env().marker("orphaned");
 	RunSpec s;
 	s.policy = env().write_policy(name + ".json", world_policy());
 	s.name = name;
-	s.cmd = Sequence({env().py("wait_file.py", {go, "60"}),
-			  env().py("world_client.py", {dest4(kDenied4, 9030), m}), {"touch", released}});
+	s.cmd = env().py("wait_file.py", {env().path("never"), "60"});
 	Proc& runner = env().start_run(s);
 	std::smatch sm;
 	std::regex re("proxy ([0-9]+) on 127\\.0\\.0\\.1:([0-9]+)");
@@ -520,12 +518,6 @@ TEST_F(World, TheProxyEndsWithTheAgentThatStartedIt)
 	ASSERT_TRUE(runner.reap_now(5s)) << runner.describe();
 	EXPECT_TRUE(wait_until([&] { return !pid_alive(proxy); }, 5s))
 		<< "proxy " << proxy << " outlived its agent: state " << pid_state(proxy);
-
-	// The sandbox is enforced still; its redirected connect has no proxy.
-	write_file(go, "");
-	ASSERT_TRUE(wait_until([&] { return exists(released); }, 15s));
-	EXPECT_TRUE(NothingArrived(env(), m));
-	EXPECT_TRUE(read_json_lines(records(name)).empty()) << read_file(records(name));
 	Result k = env().airlock({"kill", name});
 	EXPECT_EQ(k.status, 0) << k.describe();
 }
