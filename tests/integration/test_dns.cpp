@@ -113,6 +113,26 @@ protected:
 		return t;
 	}
 
+	// An echo server (tests/clients/echo_server.py) in the sink's namespace
+	// on [::]:9444, once it listens; and a policy whose gated rule for
+	// allowed.test covers it.
+	Proc& start_echo()
+	{
+		Proc& echo = env().start({"ip", "netns", "exec", env().topo->sink_ns, python(), "-u",
+					  client_script("echo_server.py"), "9444"},
+					 "echo");
+		wait_until([&] { return echo.out().find("serving") != std::string::npos || !echo.running(); }, 10s,
+			   10ms);
+		return echo;
+	}
+	json gated_echo_policy(const std::string& name)
+	{
+		json p = standard_dns_policy(name);
+		p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9444})},
+				      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+		return p;
+	}
+
 	void sni_gate(const std::string& user);
 	void sni_gate_bulk(const std::string& user, const std::string& mode = "end");
 
@@ -1513,16 +1533,9 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFrontingAsNobody)
 void Dns::sni_gate_bulk(const std::string& user, const std::string& mode)
 {
 	constexpr size_t kBytes = 8u << 20;
-	Proc& echo = env().start({"ip", "netns", "exec", env().topo->sink_ns, python(), "-u",
-				  client_script("echo_server.py"), "9444"},
-				 "echo");
-	ASSERT_TRUE(wait_until([&] { return echo.out().find("serving") != std::string::npos || !echo.running(); },
-			       10s, 10ms) &&
-		    echo.running())
-		<< echo.describe();
-	json p = standard_dns_policy("it-sni-bulk");
-	p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9444})},
-			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+	Proc& echo = start_echo();
+	ASSERT_NE(echo.out().find("serving"), std::string::npos) << echo.describe();
+	json p = gated_echo_policy("it-sni-bulk");
 	std::string name = sandbox("bulk-" + mode + "-" + (user.empty() ? std::string("root") : user));
 	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
 	struct Cleanup {
@@ -1588,16 +1601,9 @@ TEST_F(Dns, TheSniGateGoesOnPastTcpUrgentData)
 // that splice in about two runs of three.
 TEST_F(Dns, AClientsResetMidStreamEndsOnlyItsConnection)
 {
-	Proc& echo = env().start({"ip", "netns", "exec", env().topo->sink_ns, python(), "-u",
-				  client_script("echo_server.py"), "9444"},
-				 "echo");
-	ASSERT_TRUE(wait_until([&] { return echo.out().find("serving") != std::string::npos || !echo.running(); },
-			       10s, 10ms) &&
-		    echo.running())
-		<< echo.describe();
-	json p = standard_dns_policy("it-sni-reset");
-	p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9444})},
-			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+	Proc& echo = start_echo();
+	ASSERT_NE(echo.out().find("serving"), std::string::npos) << echo.describe();
+	json p = gated_echo_policy("it-sni-reset");
 	std::string name = sandbox("reset");
 	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
 	struct Cleanup {

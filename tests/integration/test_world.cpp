@@ -44,6 +44,27 @@ protected:
 		return it::world_policy(records_dir_, on_violation, std::move(extra_rules), protocol);
 	}
 
+	// What a runner says of the proxy it started ("proxy PID on
+	// 127.0.0.1:PORT"), waited for 10 s: {-1, 0} if it did not say it.
+	struct Started {
+		pid_t pid = -1;
+		int port = 0;
+	};
+	Started proxy_started(Proc& p)
+	{
+		std::smatch sm;
+		std::regex re("proxy ([0-9]+) on 127\\.0\\.0\\.1:([0-9]+)");
+		std::string err;
+		if (!wait_until(
+			    [&] {
+				    err = p.err();
+				    return std::regex_search(err, sm, re);
+			    },
+			    10s))
+			return {};
+		return {std::stoi(sm[1]), std::stoi(sm[2])};
+	}
+
 	// The records of a sandbox, waited for until `n` are there.
 	std::vector<json> wait_records(const std::string& name, size_t n, Ms timeout = 5s)
 	{
@@ -173,17 +194,8 @@ TEST_F(World, TheProxyPortIsReachedOnlyThroughARedirect)
 					       client_script("tcp_send.py") + args}});
 	s.log_allowed = true;
 	Proc& p = env().start_run(s);
-	std::smatch sm;
-	std::regex re("proxy [0-9]+ on 127\\.0\\.0\\.1:([0-9]+)");
-	std::string err;
-	ASSERT_TRUE(wait_until(
-		[&] {
-			err = p.err();
-			return std::regex_search(err, sm, re);
-		},
-		10s))
-		<< p.err();
-	int port = std::stoi(sm[1]);
+	int port = proxy_started(p).port;
+	ASSERT_GT(port, 0) << p.err();
 	write_file(port_file, std::to_string(port));
 	ASSERT_EQ(p.wait(20s), std::optional<int>(0)) << p.describe() << p.out() << p.err();
 	json results;
@@ -501,17 +513,8 @@ TEST_F(World, TheProxyEndsWithTheAgentThatStartedIt)
 	s.name = name;
 	s.cmd = env().py("wait_file.py", {env().path("never"), "60"});
 	Proc& runner = env().start_run(s);
-	std::smatch sm;
-	std::regex re("proxy ([0-9]+) on 127\\.0\\.0\\.1:([0-9]+)");
-	std::string err;
-	ASSERT_TRUE(wait_until(
-		[&] {
-			err = runner.err();
-			return std::regex_search(err, sm, re);
-		},
-		10s))
-		<< runner.describe();
-	pid_t proxy = std::stoi(sm[1]);
+	pid_t proxy = proxy_started(runner).pid;
+	ASSERT_GT(proxy, 0) << runner.describe();
 	ASSERT_TRUE(pid_alive(proxy));
 
 	runner.signal(SIGKILL);
@@ -531,17 +534,8 @@ TEST_F(World, AnotherSandboxsProxyIsNotReachable)
 	s.name = a;
 	s.cmd = env().py("wait_file.py", {go, "30"});
 	Proc& owner = env().start_run(s);
-	std::smatch sm;
-	std::regex re("proxy [0-9]+ on 127\\.0\\.0\\.1:([0-9]+)");
-	std::string err;
-	ASSERT_TRUE(wait_until(
-		[&] {
-			err = owner.err();
-			return std::regex_search(err, sm, re);
-		},
-		10s))
-		<< owner.err();
-	int port = std::stoi(sm[1]);
+	int port = proxy_started(owner).port;
+	ASSERT_GT(port, 0) << owner.err();
 
 	json other = base_policy("it-other");
 	other["rules"].push_back({{"action", "allow"}, {"cidr", "127.0.0.0/8"}});
@@ -592,17 +586,8 @@ TEST_F(World, AProxyPortOfAnotherNamespaceIsNeverTakenOver)
 			  env().py("world_client.py", {dest4(kDenied4, 9021), ma}),
 			  env().py("wait_file.py", {go_a, "60"})});
 	Proc& first = env().start_run(s);
-	std::smatch sm;
-	std::regex re("proxy [0-9]+ on 127\\.0\\.0\\.1:([0-9]+)");
-	std::string err;
-	ASSERT_TRUE(wait_until(
-		[&] {
-			err = first.err();
-			return std::regex_search(err, sm, re);
-		},
-		10s))
-		<< first.err();
-	int port = std::stoi(sm[1]);
+	int port = proxy_started(first).port;
+	ASSERT_GT(port, 0) << first.err();
 
 	// A namespace of its own, loopback up, handing out [port - 1, port]:
 	// bind(0) tries the port of the other parity than the range's low end
@@ -635,10 +620,9 @@ TEST_F(World, AProxyPortOfAnotherNamespaceIsNeverTakenOver)
 	EXPECT_NE(second.err().find(fmt::format("{}: port {} is another sandbox's proxy port; binding another", b, port)),
 		  std::string::npos)
 		<< second.describe();
-	std::smatch sm2;
-	std::string err2 = second.err();
-	ASSERT_TRUE(std::regex_search(err2, sm2, re)) << err2;
-	EXPECT_EQ(std::stoi(sm2[1]), port - 1) << err2;
+	int port2 = proxy_started(second).port;
+	ASSERT_GT(port2, 0) << second.describe();
+	EXPECT_EQ(port2, port - 1) << second.describe();
 	auto jb = record_with(read_json_lines(records(b)), "path", mb);
 	ASSERT_TRUE(jb) << read_file(records(b));
 	EXPECT_EQ(jb->value("dst", ""), kDenied4);
@@ -789,17 +773,8 @@ TEST_F(World, AnotherSandboxCannotEvictAWorldSandboxsOrigins)
 	s.name = a;
 	s.cmd = env().py("held_request.py", {start, connected, go, dest4(kDenied4, 80), marker});
 	Proc& held = env().start_run(s);
-	std::smatch sm;
-	std::regex re("proxy ([0-9]+) on 127\\.0\\.0\\.1:");
-	std::string err;
-	ASSERT_TRUE(wait_until(
-		[&] {
-			err = held.err();
-			return std::regex_search(err, sm, re);
-		},
-		10s))
-		<< held.err();
-	pid_t proxy = std::stoi(sm[1]);
+	pid_t proxy = proxy_started(held).pid;
+	ASSERT_GT(proxy, 0) << held.err();
 	ASSERT_EQ(::kill(proxy, SIGSTOP), 0);
 	write_file(start, "go");
 	bool ok = wait_until([&] { return std::filesystem::exists(connected); }, 15s);
