@@ -11,7 +11,8 @@
 # World mode records a request and a datagram; a redirect to a target is
 # told its original destination (SO_ORIGINAL_DST); the SNI gate passes the
 # rule's name and denies another over its address; a byte budget cuts an
-# upload at its limit and refuses the rule's next connect.
+# upload at its limit and refuses the rule's next connect, and the socket
+# that held the refused bytes is ended before the programs are detached.
 # Needs: qemu-system-x86, busybox-static, and the kernel package, which this
 # script downloads from Debian's archive with apt-get (nothing is installed).
 set -euo pipefail
@@ -190,11 +191,13 @@ cat /tmp/audit.jsonl /tmp/contain.jsonl
 grep -q '^ORIGDST 203.0.113.10:80$' /tmp/target-sim.out && grep -q '^TARGET-UP$' /tmp/target.out || \
   { echo "VMTEST target"; cat /tmp/target.err /tmp/target.out /tmp/target-sim.out; ok=0; }
 # The budget: the first line arrived and, while the sandbox lived, nothing
-# past the budget did (counted from inside, before it ends: what its
-# closed socket still held leaves once its programs are detached); the
-# crossing recorded as a budget violation; the next connect refused.
+# past the budget did (counted from inside, before it ends); the crossing
+# recorded as a budget violation; the next connect refused. The socket its
+# first nc closed, what egress refused still queued, was ended through
+# sock_diag before the programs were detached, and nothing more arrived.
 got=$(sed -n 's/^budget-got=//p' /tmp/budget.out)
 grep -q AIRLOCK-VM-BUDGET /tmp/got-budget && [ -n "$got" ] && [ "$got" -le 4096 ] && \
+  grep -q 'vm-budget: 1 TCP socket(s) of its cgroup ended' /tmp/budget.err && [ "$(wc -c < /tmp/got-budget)" -le 4096 ] && \
   grep -q '"hook":"egress".*"reason":"budget".*"violation":true' /tmp/budget-audit.jsonl && \
   grep -q '"hook":"connect4".*"reason":"budget"' /tmp/budget-audit.jsonl && grep -q '^budget-again-rc=1$' /tmp/budget.out || \
   { echo "VMTEST budget (got $got bytes)"; cat /tmp/budget.err /tmp/budget.out /tmp/budget-audit.jsonl; ok=0; }

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""A connected UDP socket that outlives a policy change.
+"""A connected UDP socket (with --tcp, a TCP connection) that outlives a
+policy change.
 
-  udp_connected_wait.py --dir D --prefix P DEST
+  udp_connected_wait.py [--tcp] --dir D --prefix P DEST
 
 connect(DEST), send "P-BEFORE-", write D/connected.json, wait for D/go
 (the test reloads the policy meanwhile), then send "P-AFTER-" on the same
 socket with plain send(): no sock_addr hook runs for it, only cgroup_skb
-egress can stop it.
+egress can stop it. A TCP connection is then closed at once, what egress
+refused still in its send queue.
 Prints {"client":"udp_connected_wait","connect":..,"before":..,"after":..}.
 """
 import argparse
@@ -18,7 +20,10 @@ import alclient
 
 def send(s, payload):
     try:
-        s.send(payload)
+        if s.type == socket.SOCK_STREAM:
+            s.sendall(payload)
+        else:
+            s.send(payload)
         return {"ok": True, "errno": None, "marker": payload.decode()}
     except OSError as e:
         return {"ok": False, "errno": alclient.errname(e), "marker": payload.decode()}
@@ -26,13 +31,15 @@ def send(s, payload):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--tcp", action="store_true")
     ap.add_argument("--dir", required=True)
     ap.add_argument("--prefix", required=True)
     ap.add_argument("dest")
     a = ap.parse_args()
     fam, host, port = alclient.parse_dest(a.dest)
     out = {"client": "udp_connected_wait", "dst": host, "port": port}
-    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s = socket.socket(fam, socket.SOCK_STREAM if a.tcp else socket.SOCK_DGRAM)
+    s.settimeout(5.0)
     try:
         s.connect(alclient.sockaddr(fam, host, port))
         out["connect"] = {"ok": True, "errno": None}
@@ -47,6 +54,7 @@ def main():
         alclient.emit(out)
         return
     out["after"] = send(s, ("%s-AFTER-" % a.prefix).encode())
+    s.close()
     alclient.emit(out)
 
 

@@ -54,6 +54,25 @@ inline ::testing::AssertionResult NothingArrived(Env& env, const std::string& ma
 	return ::testing::AssertionSuccess();
 }
 
+// The TCP sockets to a remote port in the client namespace (or the one
+// mounted at netns), but those in TIME-WAIT (nothing left to send), one
+// `ss` line each: "" when none. A sandbox's socket left after the sandbox
+// is gone could send what its egress refused, with no program left to
+// refuse it.
+inline std::string TcpSocketsTo(Env& env, int port, const std::string& netns = "")
+{
+	std::vector<std::string> ss = {"ss", "-Htan", "state", "all", "exclude", "time-wait", "dport", "=",
+				       ":" + std::to_string(port)};
+	Result r;
+	if (netns.empty()) {
+		r = env.in_client(ss);
+	} else {
+		ss.insert(ss.begin(), {"nsenter", "--net=" + netns, "--"});
+		r = run(ss);
+	}
+	return r.status == 0 ? r.out : "ss failed: " + r.describe();
+}
+
 // Allowed: the exact payload arrived as one TCP stream or one datagram.
 inline ::testing::AssertionResult ArrivedIntact(Env& env, const std::string& payload, Ms timeout = 5s)
 {

@@ -48,6 +48,7 @@ protected:
 	}
 
 	void spent_budget_refuses(const std::string& user);
+	void refused_bytes_never_leave(const std::string& user);
 
 	uint64_t retransmitted_segments()
 	{
@@ -173,6 +174,68 @@ void Budget::spent_budget_refuses(const std::string& user)
 	EXPECT_TRUE(wait_until([&] { return received(m3) == m3.size() + 10; }, 5s)) << received(m3);
 	Match refused = Violation("connect4", "budget", kAllowed4, kPortLo + 8);
 	EXPECT_TRUE(Logged(env().audit(), refused, name)) << dump_lines(env().audit());
+}
+
+// The bytes egress refused wait in their socket's send queue, and the
+// command closing it (it exits) leaves the socket to the kernel to send
+// them. When the run ends and the sandbox is removed, that socket is
+// ended before the programs are detached: none of the sandbox's sockets
+// to the port is left (an orphan in FIN-WAIT-1 otherwise, which the next
+// retransmission would empty into the sink), and the sink never has more
+// than the budget.
+TEST_F(Budget, BytesRefusedAtEgressNeverLeaveOnceTheSandboxIsGone)
+{
+	// As uid 0, then as nobody.
+	for (const std::string user : {"", "nobody"}) {
+		SCOPED_TRACE(user.empty() ? "uid 0" : user);
+		refused_bytes_never_leave(user);
+	}
+}
+
+void Budget::refused_bytes_never_leave(const std::string& user)
+{
+	std::string tag = user.empty() ? "root" : user;
+	std::string name = sandbox("orphan-" + tag), marker = env().marker("budget-orphan-" + tag);
+	int port = kPortLo + (user.empty() ? 10 : 11);
+	RunSpec s;
+	s.policy = env().write_policy(name + ".json", budget_policy(1000, "deny"));
+	s.name = name;
+	s.user = user;
+	s.cmd = env().py("upload.py", {"--timeout", "1", dest4(kAllowed4, port), marker, "20000"});
+	RunResult rr = env().run(s, 40s);
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_NE(rr.r.err.find(name + ": 1 TCP socket(s) of its cgroup ended"), std::string::npos) << rr.describe();
+	EXPECT_EQ(TcpSocketsTo(env(), port), "");
+	EXPECT_LE(received(marker), 1000u);
+	Match m = Violation("egress", "budget", kAllowed4, port);
+	EXPECT_TRUE(Logged(env().audit(), m, name)) << dump_lines(env().audit());
+}
+
+// The same from a socket made in another network namespace: a process
+// of the sandbox that may (CAP_SYS_ADMIN kept) joins the sink's and
+// uploads to the sink's address over that namespace's loopback; its
+// socket stays there when it exits. `airlock run` ends, in its own
+// namespace: the socket is found and ended in the sink's, and the sink
+// never has more than the budget.
+TEST_F(Budget, BytesRefusedInAnotherNamespaceNeverLeaveOnceTheSandboxIsGone)
+{
+	std::string name = sandbox("orphan-ns"), marker = env().marker("budget-orphan-ns");
+	int port = kPortLo + 12;
+	RunSpec s;
+	s.policy = env().write_policy(name + ".json", budget_policy(1000, "deny"));
+	s.name = name;
+	s.keep_caps = true;
+	s.cmd = {"nsenter", "--net=" + env().topo->sink_ns_path(), "--"};
+	auto py = env().py("upload.py", {"--timeout", "1", dest4(kAllowed4, port), marker, "20000"});
+	s.cmd.insert(s.cmd.end(), py.begin(), py.end());
+	RunResult rr = env().run(s, 40s);
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	EXPECT_NE(rr.r.err.find(name + ": 1 TCP socket(s) of its cgroup ended in net:["), std::string::npos)
+		<< rr.describe();
+	EXPECT_EQ(TcpSocketsTo(env(), port, env().topo->sink_ns_path()), "");
+	EXPECT_LE(received(marker), 1000u);
+	Match m = Violation("egress", "budget", kAllowed4, port);
+	EXPECT_TRUE(Logged(env().audit(), m, name)) << dump_lines(env().audit());
 }
 
 }  // namespace

@@ -380,8 +380,15 @@ TEST_F(Freeze, TheLatchAloneStopsFlowsOpenedBeforeAndNewSockets)
 	ASSERT_TRUE(after);
 	const json& reasons = (*after)["counters"]["reasons"];
 	EXPECT_GE(reasons.value("quarantined", 0), 3) << "the new socket and both sends are latch denials: " << after->dump();
+	// Killed, the probe leaves its TCP socket, POST-TCP in its send queue,
+	// to the kernel: it is ended before the programs are detached (from
+	// `airlock kill`, outside the probe's network namespace), and none is
+	// left to send it.
 	Result k = env().airlock({"kill", name});
 	EXPECT_EQ(k.status, 0) << k.describe();
+	EXPECT_NE(k.err.find(name + ": 1 TCP socket(s) of its cgroup ended in net:["), std::string::npos) << k.describe();
+	EXPECT_EQ(TcpSocketsTo(env(), 9003), "");
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-TCP"));
 }
 
 // The twin of the test above: the same probe and flows, its "violation"

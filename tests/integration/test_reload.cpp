@@ -247,6 +247,44 @@ TEST_F(Reload, ConnectedUdpIsStoppedAtEgressWhenItsPeerBecomesDenied)
 	EXPECT_TRUE(Logged(env().audit(), m, name));
 }
 
+// A TCP connection whose peer a reload denies: its later bytes are refused
+// at egress and wait in its send queue; its command closes it and exits.
+// When the run ends, that socket is ended before the programs are
+// detached: none is left to the port (an orphan retransmitting them
+// otherwise, to the sink once nothing refuses), and the bytes never
+// arrive.
+TEST_F(Reload, BytesADeniedConnectionHoldsNeverLeaveOnceTheSandboxIsGone)
+{
+	json c = {{"version", 1},
+		  {"name", "it-reload-c"},
+		  {"rules", json::array({json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", {"9000-9004"}}}})}};
+	std::string cf = env().write_policy("c.json", c);
+	std::string name = "t" + env().id;
+	std::string prefix = env().marker("tcp-reload");
+	RunSpec s;
+	s.policy = a_;
+	s.name = name;
+	s.cmd = env().py("udp_connected_wait.py", {"--tcp", "--dir", env().tmp, "--prefix", prefix, dest4(kAllowed4, 9006)});
+	Proc& runner = env().start_run(s);
+	ASSERT_TRUE(wait_until([&] { return exists(env().path("connected.json")) || !runner.running(); }, 10s))
+		<< runner.describe();
+	json conn = json::parse(read_file(env().path("connected.json")));
+	ASSERT_TRUE(Ok(conn["connect"])) << conn.dump();
+	ASSERT_TRUE(env().sink->wait_data(prefix + "-BEFORE-", 1, 5s));
+	Result r = env().airlock({"reload", name, cf});
+	ASSERT_EQ(r.status, 0) << r.describe();
+	write_file(env().path("go"), "");
+	auto rs = runner.wait(15s);
+	ASSERT_TRUE(rs) << runner.describe();
+	EXPECT_EQ(*rs, 0) << runner.describe();
+	EXPECT_NE(runner.err().find(name + ": 1 TCP socket(s) of its cgroup ended"), std::string::npos)
+		<< runner.describe();
+	EXPECT_EQ(TcpSocketsTo(env(), 9006), "");
+	EXPECT_TRUE(NothingArrived(env(), prefix + "-AFTER-"));
+	Match m = Violation("egress", "no-rule", kAllowed4, 9006);
+	EXPECT_TRUE(Logged(env().audit(), m, name));
+}
+
 // SIGHUP to `airlock run` re-reads the sandbox's policy file and swaps it in
 // the same way `airlock reload` does.
 TEST_F(Reload, SighupReloadsThePolicyFile)

@@ -254,6 +254,8 @@ std::string kill(const Paths& paths, const std::string& name)
 {
 	SandboxRecord r = record_or_fail(paths, name);
 	write_file_atomic(paths.kill_marker(name), "operator\n");
+	// Where its sockets are, known only while its processes live.
+	std::vector<Fd> nets = network_namespaces(r.cgroup);
 	cgroup::kill(r.cgroup);
 	if (!cgroup::wait_empty(r.cgroup, 5s))
 		fail("processes of sandbox '{}' did not exit within 5 s of cgroup.kill", name);
@@ -263,7 +265,7 @@ std::string kill(const Paths& paths, const std::string& name)
 	if (!runner_alive(r) && !r.attached && (!r.managed || r.runner_pid)) {
 		FileLock lock(paths.lock_file());
 		kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
-		destroy_sandbox(k, paths, r);
+		destroy_sandbox(k, paths, r, std::move(nets));
 		return name + ": killed and removed (its runner was gone)";
 	}
 	return name + ": killed";

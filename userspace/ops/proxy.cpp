@@ -33,6 +33,7 @@
 #include "util/error.h"
 #include "util/text.h"
 #include "util/files.h"
+#include "util/netns.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -63,38 +64,6 @@ bool bind_to_lo(int fd)
 {
 	static const char lo[] = "lo";
 	return ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, lo, sizeof(lo) - 1) == 0;
-}
-
-// A socket of the network namespace netns (not valid: this process's).
-// setns(2) moves the calling thread alone: a thread of its own makes the
-// socket, which stays in the namespace it was made in.
-Fd socket_in(const Fd& netns, int family, int type)
-{
-	if (!netns.valid())
-		return Fd(::socket(family, type, 0));
-	int fd = -1, error = 0;
-	try {
-		std::thread t([&] {
-			if (::setns(netns.get(), CLONE_NEWNET) != 0) {
-				error = errno;
-				return;
-			}
-			fd = ::socket(family, type, 0);
-			error = errno;
-		});
-		t.join();
-	} catch (const std::system_error& e) {
-		error = e.code().value() ? e.code().value() : EAGAIN;  // no thread: no socket
-	}
-	errno = error;
-	return Fd(fd);
-}
-
-uint64_t netns_inode_of(const Fd& netns)
-{
-	struct stat st{};
-	int rc = netns.valid() ? ::fstat(netns.get(), &st) : ::stat("/proc/self/ns/net", &st);
-	return rc == 0 ? st.st_ino : 0;
 }
 
 Fd listener(const Fd& netns, int family, uint16_t port)

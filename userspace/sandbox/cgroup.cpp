@@ -139,6 +139,20 @@ std::vector<int> pids_within(const std::string& path, size_t max)
 	return pids;
 }
 
+std::set<uint64_t> ids_within(const std::string& path)
+{
+	std::set<uint64_t> ids;
+	struct stat st;
+	if (::stat(path.c_str(), &st) == 0)
+		ids.insert(st.st_ino);
+	std::error_code ec;
+	for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+	     it.increment(ec))
+		if (it->is_directory(ec) && !it->is_symlink(ec) && ::stat(it->path().c_str(), &st) == 0)
+			ids.insert(st.st_ino);
+	return ids;
+}
+
 size_t resume_stopped(const std::string& path)
 {
 	// Every process, not only those in state T: one the freezer caught

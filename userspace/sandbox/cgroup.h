@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,8 @@ size_t resume_stopped(const std::string& path);
 // them now (a pid may be gone, or reused, by the time it is used); at most
 // `max` of them.
 std::vector<int> pids_within(const std::string& path, size_t max = SIZE_MAX);
+// The ids of a cgroup and of its descendants (those that exist now).
+std::set<uint64_t> ids_within(const std::string& path);
 
 // Waits until cgroup.events says frozen (or not, or unpopulated): the file
 // is read again at a short interval for the first 100 ms (its notification

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -13,9 +14,11 @@
 #include "policy/compile.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/launch.h"
+#include "sandbox/sock_diag.h"
 #include "sandbox/targets.h"
 #include "util/clock.h"
 #include "util/files.h"
+#include "util/netns.h"
 
 namespace airlock {
 
@@ -31,6 +34,38 @@ std::vector<std::string> lines_of(const std::vector<PolicyError>& errors)
 	for (const auto& e : errors)
 		out.push_back(e.str());
 	return out;
+}
+
+// Ends (SOCK_DESTROY) the TCP sockets left in the sandbox's cgroups, in
+// each of the namespaces, before its programs are detached: bytes that
+// egress refused wait in a socket's send queue, and a socket its command
+// closed lives on in the kernel to retransmit them; with no program left,
+// they would leave. Never throws: a kernel that cannot list or end them
+// is said in a warning.
+void end_sockets(const SandboxRecord& r, const std::vector<Fd>& nets)
+{
+	std::set<uint64_t> ids = cgroup::ids_within(r.cgroup);
+	if (r.cgroup_id)
+		ids.insert(r.cgroup_id);
+	std::set<uint64_t> seen;
+	for (const auto& ns : nets) {
+		if (!seen.insert(netns_inode_of(ns)).second)
+			continue;
+		std::string where = ns.valid() ? fmt::format(" in net:[{}]", netns_inode_of(ns)) : "";
+		try {
+			Ended e = end_tcp_sockets(sock_diag_socket(ns), ids);
+			if (e.ended)
+				spdlog::info("{}: {} TCP socket(s) of its cgroup ended{}", r.name, e.ended, where);
+			if (e.error || e.left)
+				spdlog::warn("{}: {} TCP socket(s) of its cgroup left{} ({}): bytes they hold may leave once its "
+					     "programs are detached",
+					     r.name, e.left, where, e.error ? std::strerror(e.error) : "still there after three passes");
+		} catch (const std::exception& ex) {
+			spdlog::warn("{}: its TCP sockets{} were not ended ({}): bytes they hold may leave once its programs "
+				     "are detached",
+				     r.name, where, ex.what());
+		}
+	}
 }
 
 // A policy that reached here passed load_policy: its compile errors do not
@@ -212,13 +247,51 @@ void reload_sandbox(kernel::Kernel& k, const Paths& paths, SandboxRecord& r, con
 	save_record(paths, r);
 }
 
-void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord& r)
+std::vector<Fd> network_namespaces(const std::string& cgroup)
 {
-	if (auto ev = cgroup::events(r.cgroup); !r.attached && ev && ev->populated) {
+	constexpr size_t kMax = 512;
+	std::vector<Fd> out;
+	out.emplace_back();
+	std::set<uint64_t> seen{netns_inode_of(Fd())};
+	auto add = [&](const std::string& path) {
+		if (out.size() >= kMax)
+			return;
+		Fd ns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+		uint64_t ino = ns.valid() ? netns_inode_of(ns) : 0;
+		if (ino && seen.insert(ino).second)
+			out.push_back(std::move(ns));
+	};
+	for (int pid : cgroup::pids_within(cgroup))
+		add(fmt::format("/proc/{}/ns/net", pid));
+	std::error_code ec;
+	for (const auto& e : fs::directory_iterator("/run/netns", ec))
+		add(e.path().string());
+	for (const auto& e : fs::directory_iterator("/proc", ec)) {
+		const std::string name = e.path().filename().string();
+		if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos)
+			add(e.path().string() + "/ns/net");
+	}
+	if (out.size() >= kMax)
+		spdlog::warn("more than {} network namespaces on this host: a sandbox's sockets are looked for in the first {} "
+			     "(its own processes' first)",
+			     kMax, kMax);
+	return out;
+}
+
+void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord& r, std::vector<Fd> nets)
+{
+	auto ev = cgroup::events(r.cgroup);
+	if (nets.empty())
+		nets = network_namespaces(r.cgroup);
+	if (!r.attached && ev && ev->populated) {
 		cgroup::kill(r.cgroup);
 		if (!cgroup::wait_empty(r.cgroup, 5s))
 			fail("processes of sandbox '{}' did not exit after cgroup.kill", r.name);
 	}
+	// No process is left to use its sockets (an attached cgroup's that
+	// still has some keeps them: detaching lifts the policy off them).
+	if (ev = cgroup::events(r.cgroup); !ev || !ev->populated)
+		end_sockets(r, nets);
 	std::error_code ec;
 	fs::remove_all(kernel::links_dir(paths.bpf_dir, r.name), ec);
 	if (r.cgroup_id) {

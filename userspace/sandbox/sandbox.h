@@ -8,6 +8,7 @@
 #include "kernel/kernel.h"
 #include "policy/policy.h"
 #include "sandbox/state.h"
+#include "util/fd.h"
 #include "util/error.h"
 #include "util/result.h"
 
@@ -36,9 +37,21 @@ SandboxRecord create_sandbox(kernel::Kernel&, const Paths&, const CreateOptions&
 // call sees the old policy or the new one, never a mix or nothing.
 void reload_sandbox(kernel::Kernel&, const Paths&, SandboxRecord&, const Policy&, const std::string& file);
 
-// Kills what is left in the cgroup, then removes links, entries and the
-// cgroup. An attached cgroup keeps its processes and stays.
-void destroy_sandbox(kernel::Kernel&, const Paths&, const SandboxRecord&);
+// The network namespaces a sandbox's sockets may be in, one Fd each:
+// this process's (an invalid Fd), then those of the processes in its
+// cgroup subtree now, those mounted under /run/netns, those of the host's
+// other processes; at most 512. (A socket stays in the namespace it was
+// made in, whichever its process moved to since.)
+std::vector<Fd> network_namespaces(const std::string& cgroup);
+
+// Kills what is left in the cgroup; with no process left in it, ends its
+// TCP sockets (SOCK_DESTROY) in the namespaces `nets` (found by
+// network_namespaces() before a kill made earlier; when empty, found here
+// before the kill), before its programs are detached: bytes egress refused wait
+// in a socket's send queue, and one its command closed lives on in the
+// kernel to retransmit them. Then removes links, entries and the cgroup.
+// An attached cgroup keeps its processes (and their sockets) and stays.
+void destroy_sandbox(kernel::Kernel&, const Paths&, const SandboxRecord&, std::vector<Fd> nets = {});
 
 // The cgroup that `airlock attach` names: an absolute path under the cgroup2
 // mount, a path relative to it, or the cgroup of a process. Checked: it

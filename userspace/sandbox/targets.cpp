@@ -2,10 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <linux/inet_diag.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
-#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -17,6 +13,7 @@
 #include <set>
 
 #include "sandbox/cgroup.h"
+#include "sandbox/sock_diag.h"
 #include "util/error.h"
 #include "util/fd.h"
 #include "util/files.h"
@@ -26,8 +23,6 @@ namespace fs = std::filesystem;
 namespace airlock {
 
 namespace {
-
-constexpr uint8_t kTcpListen = 10;  // TCP_LISTEN of the kernel's states
 
 struct Listener {
 	Address addr;   // normalised: ::ffff:a.b.c.d is IPv4
@@ -40,67 +35,19 @@ struct Listener {
 // Every TCP listener of one family on `port`, with its cgroup.
 std::vector<Listener> listeners(int family, uint16_t port)
 {
-	Fd fd(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
-	if (!fd.valid())
-		fail_errno("open a sock_diag socket");
-	struct {
-		nlmsghdr nlh;
-		inet_diag_req_v2 req;
-	} msg{};
-	msg.nlh.nlmsg_len = sizeof(msg);
-	msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	msg.req.sdiag_family = static_cast<uint8_t>(family);
-	msg.req.sdiag_protocol = IPPROTO_TCP;
-	msg.req.idiag_states = 1u << kTcpListen;
-	msg.req.id.idiag_sport = htons(port);
-	msg.req.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
-	msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-	sockaddr_nl kernel{};
-	kernel.nl_family = AF_NETLINK;
-	if (::sendto(fd.get(), &msg, sizeof(msg), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel)) < 0)
-		fail_errno("ask sock_diag for TCP listeners");
-
 	std::vector<Listener> out;
-	alignas(nlmsghdr) char buf[32768];
-	for (;;) {
-		ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			fail_errno("read sock_diag's answer");
-		}
-		if (n == 0)
-			return out;
-		auto len = static_cast<unsigned>(n);
-		for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
-			if (h->nlmsg_type == NLMSG_DONE)
-				return out;
-			if (h->nlmsg_type == NLMSG_ERROR) {
-				const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
-				fail_errno("sock_diag's dump of TCP listeners", -e->error);
-			}
-			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg)))
-				continue;
-			const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
-			if (ntohs(m->id.idiag_sport) != port || m->idiag_state != kTcpListen)
-				continue;
-			Listener l;
-			l.v6 = m->idiag_family == AF_INET6;
-			uint8_t raw[16]{};
-			std::memcpy(raw, m->id.idiag_src, l.v6 ? 16 : 4);
-			l.addr = normalise(from_raw(l.v6 ? AL_FAMILY_IPV6 : AL_FAMILY_IPV4, raw));
-			l.any = std::all_of(l.addr.bytes.begin(), l.addr.bytes.end(), [](uint8_t b) { return b == 0; });
-			auto attrs_len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-			for (auto* a = reinterpret_cast<const rtattr*>(m + 1); RTA_OK(a, attrs_len); a = RTA_NEXT(a, attrs_len)) {
-				if (a->rta_type == INET_DIAG_CGROUP_ID && RTA_PAYLOAD(a) >= sizeof(uint64_t))
-					std::memcpy(&l.cgroup, RTA_DATA(a), sizeof(uint64_t));
-				else if (a->rta_type == INET_DIAG_SKV6ONLY && RTA_PAYLOAD(a) >= 1)
-					l.v6only = *static_cast<const uint8_t*>(RTA_DATA(a)) != 0;
-			}
-			out.push_back(l);
-		}
+	for (const auto& s : tcp_sockets(sock_diag_socket(Fd()), family, 1u << kTcpListen, port)) {
+		Listener l;
+		l.v6 = s.family == AF_INET6;
+		uint8_t raw[16]{};
+		std::memcpy(raw, s.id.idiag_src, l.v6 ? 16 : 4);
+		l.addr = normalise(from_raw(l.v6 ? AL_FAMILY_IPV6 : AL_FAMILY_IPV4, raw));
+		l.any = std::all_of(l.addr.bytes.begin(), l.addr.bytes.end(), [](uint8_t b) { return b == 0; });
+		l.v6only = s.v6only;
+		l.cgroup = s.cgroup;
+		out.push_back(l);
 	}
+	return out;
 }
 
 }  // namespace
