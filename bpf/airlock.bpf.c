@@ -392,6 +392,21 @@ int al_socketpair_exit_tp(struct al_sys_exit *ctx)
 
 /* The backstop: whatever the syscall claimed, this is where the packet goes.
  * A packet to a resolver is also a DNS query, judged by what it asks. */
+/* A TCP socket whose packet egress refused may keep what was refused in
+ * its send queue: marked with its sandbox, to be ended when the sandbox is
+ * removed, whichever cgroup of it the socket was made in. */
+static __always_inline void al_hold(struct __sk_buff *skb, __u64 sandbox_cgroup, const struct al_dest *dst)
+{
+	if (dst->protocol != IPPROTO_TCP || !skb->sk)
+		return;
+	struct bpf_sock *sk = bpf_sk_fullsock(skb->sk);
+	if (!sk)
+		return;
+	struct al_sk_held *h = bpf_sk_storage_get(&al_sk_held, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (h)
+		h->sandbox_cgroup = sandbox_cgroup;
+}
+
 SEC("cgroup_skb/egress")
 int al_egress(struct __sk_buff *skb)
 {
@@ -450,6 +465,8 @@ int al_egress(struct __sk_buff *skb)
 		if (s)
 			al_scratch_put(s);
 	}
+	if (verdict != AL_PASS)
+		al_hold(skb, cgid, &dst);
 	if (c) {
 		if (verdict == AL_PASS) {
 			c->egress_packets++;

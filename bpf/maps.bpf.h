@@ -305,6 +305,13 @@ struct {
 	__type(value, struct al_sk_budget);
 } al_sk_budget SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct al_sk_held);
+} al_sk_held SEC(".maps");
+
 /* Updating an array-of-maps slot from user space waits for an RCU grace
  * period, i.e. for every program that might still hold an old policy id:
  * the agent does it between switching a sandbox's policy and deleting the

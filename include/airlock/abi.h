@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define AL_ABI_VERSION 12
+#define AL_ABI_VERSION 13
 
 /* Limits. */
 #define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
@@ -66,7 +66,7 @@
 	X(config) X(sandboxes) X(rules) X(latch) X(counters) X(flood) X(rings) \
 	X(rcu_sync) X(rcu_inner) X(names) X(dns) X(dns_state) X(pending) X(learned) \
 	X(unix_exact) X(unix_prefix) X(unix_bound) X(unix_binding) X(proxy) X(proxy_port) X(origin) X(sk_origin) \
-	X(budget) X(sk_budget) X(target) X(target_origin) \
+	X(budget) X(sk_budget) X(sk_held) X(target) X(target_origin) \
 	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template) X(origin_template) \
 	X(target_origin_template)
 /* Per-CPU working memory of the programs, never pinned: only the programs
@@ -562,6 +562,15 @@ struct al_sk_budget {
 	__u32 started;
 };
 
+/* Map "al_sk_held", socket storage: a TCP socket one of whose packets
+ * egress refused, with the cgroup id of its sandbox. Its send queue may
+ * hold what was refused: when the sandbox is removed, the agent finds it
+ * by this (sock_diag's INET_DIAG_REQ_SK_BPF_STORAGES), whichever cgroup
+ * it was made in, and ends it before the programs are detached. */
+struct al_sk_held {
+	__u64 sandbox_cgroup;
+};
+
 /* Map "al_latch", array indexed by slot. Nonzero: quarantined since then. */
 struct al_latch {
 	__u64 violated_ns; /* bpf_ktime_get_ns() of the violation that set it */
@@ -682,6 +691,7 @@ AL_STATIC_ASSERT(sizeof(struct al_origin) == 32, "al_origin layout");
 AL_STATIC_ASSERT(sizeof(struct al_budget_key) == 8, "al_budget_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_budget) == 16, "al_budget layout");
 AL_STATIC_ASSERT(sizeof(struct al_sk_budget) == 8, "al_sk_budget layout");
+AL_STATIC_ASSERT(sizeof(struct al_sk_held) == 8, "al_sk_held layout");
 AL_STATIC_ASSERT(sizeof(struct al_sk_origin) == 72, "al_sk_origin layout");
 AL_STATIC_ASSERT(sizeof(struct al_target_key) == 8, "al_target_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_target) == 24, "al_target layout");

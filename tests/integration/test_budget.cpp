@@ -50,6 +50,22 @@ protected:
 	void spent_budget_refuses(const std::string& user);
 	void refused_bytes_never_leave(const std::string& user);
 
+	// After a run whose upload of MARKER to PORT crossed a budget of 1,000
+	// and closed its socket: the run says it ended the one socket (`where`
+	// follows in its line), none is left to the port (in the client
+	// namespace, or the one mounted at netns), the sink has at most the
+	// budget, and the crossing was a violation.
+	void expect_socket_ended(const RunResult& rr, const std::string& name, int port, const std::string& marker,
+				 const std::string& where = "", const std::string& netns = "")
+	{
+		EXPECT_NE(rr.r.err.find(name + ": 1 TCP socket(s) of its cgroup ended" + where), std::string::npos)
+			<< rr.describe();
+		EXPECT_EQ(TcpSocketsTo(env(), port, netns), "");
+		EXPECT_LE(received(marker), 1000u);
+		Match m = Violation("egress", "budget", kAllowed4, port);
+		EXPECT_TRUE(Logged(env().audit(), m, name)) << dump_lines(env().audit());
+	}
+
 	uint64_t retransmitted_segments()
 	{
 		Result r = env().in_client({"nstat", "-az", "TcpRetransSegs"});
@@ -204,11 +220,7 @@ void Budget::refused_bytes_never_leave(const std::string& user)
 	s.cmd = env().py("upload.py", {"--timeout", "1", dest4(kAllowed4, port), marker, "20000"});
 	RunResult rr = env().run(s, 40s);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
-	EXPECT_NE(rr.r.err.find(name + ": 1 TCP socket(s) of its cgroup ended"), std::string::npos) << rr.describe();
-	EXPECT_EQ(TcpSocketsTo(env(), port), "");
-	EXPECT_LE(received(marker), 1000u);
-	Match m = Violation("egress", "budget", kAllowed4, port);
-	EXPECT_TRUE(Logged(env().audit(), m, name)) << dump_lines(env().audit());
+	expect_socket_ended(rr, name, port, marker);
 }
 
 // The same from a socket made in another network namespace: a process
@@ -230,12 +242,29 @@ TEST_F(Budget, BytesRefusedInAnotherNamespaceNeverLeaveOnceTheSandboxIsGone)
 	s.cmd.insert(s.cmd.end(), py.begin(), py.end());
 	RunResult rr = env().run(s, 40s);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
-	EXPECT_NE(rr.r.err.find(name + ": 1 TCP socket(s) of its cgroup ended in net:["), std::string::npos)
-		<< rr.describe();
-	EXPECT_EQ(TcpSocketsTo(env(), port, env().topo->sink_ns_path()), "");
-	EXPECT_LE(received(marker), 1000u);
-	Match m = Violation("egress", "budget", kAllowed4, port);
-	EXPECT_TRUE(Logged(env().audit(), m, name)) << dump_lines(env().audit());
+	expect_socket_ended(rr, name, port, marker, " in net:[", env().topo->sink_ns_path());
+}
+
+// The same from a child cgroup the sandbox's process (uid 0) made, sent
+// from and removed before the end: the socket keeps the id of a cgroup
+// that no longer exists, and is found by the mark egress put on it when
+// it refused its bytes (al_sk_held), and ended.
+TEST_F(Budget, BytesRefusedFromARemovedChildCgroupNeverLeaveOnceTheSandboxIsGone)
+{
+	std::string name = sandbox("orphan-cg"), marker = env().marker("budget-orphan-cg");
+	int port = kPortLo + 13;
+	RunSpec s;
+	s.policy = env().write_policy(name + ".json", budget_policy(1000, "deny"));
+	s.name = name;
+	s.cmd = env().py("hidden_upload.py", {dest4(kAllowed4, port), marker, "20000"});
+	RunResult rr = env().run(s, 40s);
+	ASSERT_EQ(rr.r.status, 0) << rr.describe();
+	ASSERT_FALSE(rr.out_json.empty()) << rr.describe();
+	const json& out = rr.out_json[0];
+	ASSERT_EQ(out.value("moved", false), true) << out.dump();
+	ASSERT_EQ(out.value("removed", false), true) << out.dump();
+	EXPECT_GT(out.value("queued", 0), 1000) << out.dump();
+	expect_socket_ended(rr, name, port, marker);
 }
 
 }  // namespace

@@ -497,34 +497,48 @@ TEST_F(World, LoopbackThroughAnotherDeviceNeverLeaves)
 	EXPECT_TRUE(read_json_lines(records(name)).empty()) << read_file(records(name));
 }
 
-// Another sandbox's proxy is no loopback port like any other: a sandbox
-// whose rules allow loopback is denied its port (proxy-port) by its
-// address, and nothing of it lands in the world sandbox's records.
 // The proxy never outlives the agent that started it: `airlock run`
-// killed (SIGKILL, no chance to stop it), its proxy, which runs as another
-// user, is killed too (listening no more, holding its records no more).
-// (That the sandbox's redirected connects then fail closed is
-// TheProxyIsUnprivilegedAndItsDeathFailsClosed's.)
+// killed (SIGKILL, no chance to stop it) once its command runs, its proxy,
+// which runs as another user, is killed too (listening no more, holding
+// its records no more); the sandbox, enforced still, has its redirected
+// connect fail closed (no proxy), never reaching the destination.
 TEST_F(World, TheProxyEndsWithTheAgentThatStartedIt)
 {
 	std::string name = sandbox("orphan");
+	std::string started = env().path("started"), go = env().path("go-orphan"), released = env().path("released");
+	std::string m = env().marker("orphaned");
 	RunSpec s;
 	s.policy = env().write_policy(name + ".json", world_policy());
 	s.name = name;
-	s.cmd = env().py("wait_file.py", {env().path("never"), "60"});
+	s.cmd = Sequence({{"touch", started},
+			  env().py("wait_file.py", {go, "60"}),
+			  env().py("world_client.py", {dest4(kDenied4, 9030), m}),
+			  {"touch", released}});
 	Proc& runner = env().start_run(s);
 	pid_t proxy = proxy_started(runner).pid;
 	ASSERT_GT(proxy, 0) << runner.describe();
 	ASSERT_TRUE(pid_alive(proxy));
+	// The proxy starts before the command: a runner killed in between
+	// would leave no command to go on.
+	ASSERT_TRUE(wait_until([&] { return exists(started) || !runner.running(); }, 10s)) << runner.describe();
+	ASSERT_TRUE(exists(started)) << runner.describe();
 
 	runner.signal(SIGKILL);
 	ASSERT_TRUE(runner.reap_now(5s)) << runner.describe();
 	EXPECT_TRUE(wait_until([&] { return !pid_alive(proxy); }, 5s))
 		<< "proxy " << proxy << " outlived its agent: state " << pid_state(proxy);
+
+	write_file(go, "");
+	ASSERT_TRUE(wait_until([&] { return exists(released); }, 15s));
+	EXPECT_TRUE(NothingArrived(env(), m));
+	EXPECT_TRUE(read_json_lines(records(name)).empty()) << read_file(records(name));
 	Result k = env().airlock({"kill", name});
 	EXPECT_EQ(k.status, 0) << k.describe();
 }
 
+// Another sandbox's proxy is no loopback port like any other: a sandbox
+// whose rules allow loopback is denied its port (proxy-port) by its
+// address, and nothing of it lands in the world sandbox's records.
 TEST_F(World, AnotherSandboxsProxyIsNotReachable)
 {
 	std::string a = sandbox("owner"), b = sandbox("other");

@@ -90,6 +90,8 @@ public:
 	bool adopted() const { return adopted_; }
 	const std::string& bpf_dir() const { return bpf_dir_; }
 	int prog_fd(Prog p) const { return progs_[p].get(); }
+	// al_sk_held, for sock_diag to show each socket's value.
+	int sk_held_fd() const { return maps_.sk_held.get(); }
 	bool has_prog(Prog p) const { return progs_[p].valid(); }
 	uint32_t prog_id(Prog p) const;
 

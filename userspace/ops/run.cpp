@@ -61,9 +61,14 @@ struct Child {
 
 // scope_abstract: what the sandbox's record says (exec into an existing
 // one); by default, what its policy says.
-Child spawn(const std::string& name, const std::string& cgroup_path, const RunOptions& o, const Policy& policy,
-	    bool existing = false, std::optional<bool> scope_abstract = std::nullopt, std::vector<std::string> env = {})
+Child spawn(const Paths& paths, const std::string& name, const std::string& cgroup_path, const RunOptions& o,
+	    const Policy& policy, bool existing = false, std::optional<bool> scope_abstract = std::nullopt,
+	    std::vector<std::string> env = {})
 {
+	// Before the command can use what it keeps: where the sandbox's
+	// sockets are looked for when it is removed.
+	if (o.keep_caps)
+		write_file_atomic(paths.privileged_marker(name), "keep-caps\n");
 	LaunchOptions lo = launch_options(policy);
 	lo.env = std::move(env);
 	lo.name = name;
@@ -203,7 +208,7 @@ int run_via_daemon(const Paths& paths, const RunOptions& o, const Policy& policy
 	};
 	Child child;
 	try {
-		child = spawn(name, cg, o, policy);
+		child = spawn(paths, name, cg, o, policy);
 	} catch (...) {
 		remove();
 		throw;
@@ -283,7 +288,7 @@ int exec(const Paths& paths, const std::string& name, const RunOptions& o)
 		if (std::string ca = px.value("ca_file", ""); !ca.empty())
 			env = proxy::ca_environment(ca);
 	}
-	Child child = spawn(name, sb["cgroup"].get<std::string>(), o, *loaded, true, scoped, std::move(env));
+	Child child = spawn(paths, name, sb["cgroup"].get<std::string>(), o, *loaded, true, scoped, std::move(env));
 	siginfo_t si = wait_child(child, sigfd.get(), nullptr, nullptr);
 	int status = exit_status_of(si);
 	if (killed_by_sigkill(si)) {
@@ -363,7 +368,7 @@ int run(const Paths& paths, const RunOptions& o)
 		std::vector<std::string> env;
 		if (proxy && !proxy->ca_file().empty())
 			env = proxy::ca_environment(proxy->ca_file());
-		child = spawn(name, rec.cgroup, o, policy, false, std::nullopt, std::move(env));
+		child = spawn(paths, name, rec.cgroup, o, policy, false, std::nullopt, std::move(env));
 	} catch (...) {
 		proxy.reset();
 		sup.reset();

@@ -36,13 +36,15 @@ std::vector<std::string> lines_of(const std::vector<PolicyError>& errors)
 	return out;
 }
 
-// Ends (SOCK_DESTROY) the TCP sockets left in the sandbox's cgroups, in
-// each of the namespaces, before its programs are detached: bytes that
+// Ends (SOCK_DESTROY) the TCP sockets left in the sandbox's cgroups, and
+// those egress marked as its own when it refused one of their packets
+// (al_sk_held: one made in a child cgroup removed since), in each of the
+// namespaces, before its programs are detached: bytes that
 // egress refused wait in a socket's send queue, and a socket its command
 // closed lives on in the kernel to retransmit them; with no program left,
 // they would leave. Never throws: a kernel that cannot list or end them
 // is said in a warning.
-void end_sockets(const SandboxRecord& r, const std::vector<Fd>& nets)
+void end_sockets(const kernel::Kernel& k, const SandboxRecord& r, const std::vector<Fd>& nets)
 {
 	std::set<uint64_t> ids = cgroup::ids_within(r.cgroup);
 	if (r.cgroup_id)
@@ -53,7 +55,7 @@ void end_sockets(const SandboxRecord& r, const std::vector<Fd>& nets)
 			continue;
 		std::string where = ns.valid() ? fmt::format(" in net:[{}]", netns_inode_of(ns)) : "";
 		try {
-			Ended e = end_tcp_sockets(sock_diag_socket(ns), ids);
+			Ended e = end_tcp_sockets(sock_diag_socket(ns), ids, k.sk_held_fd(), r.cgroup_id);
 			if (e.ended)
 				spdlog::info("{}: {} TCP socket(s) of its cgroup ended{}", r.name, e.ended, where);
 			if (e.error || e.left)
@@ -247,7 +249,7 @@ void reload_sandbox(kernel::Kernel& k, const Paths& paths, SandboxRecord& r, con
 	save_record(paths, r);
 }
 
-std::vector<Fd> network_namespaces(const std::string& cgroup)
+std::vector<Fd> network_namespaces(const Paths& paths, const SandboxRecord& r)
 {
 	constexpr size_t kMax = 512;
 	std::vector<Fd> out;
@@ -261,9 +263,11 @@ std::vector<Fd> network_namespaces(const std::string& cgroup)
 		if (ino && seen.insert(ino).second)
 			out.push_back(std::move(ns));
 	};
-	for (int pid : cgroup::pids_within(cgroup))
+	for (int pid : cgroup::pids_within(r.cgroup))
 		add(fmt::format("/proc/{}/ns/net", pid));
 	std::error_code ec;
+	if (!r.attached && !fs::exists(paths.privileged_marker(r.name), ec))
+		return out;
 	for (const auto& e : fs::directory_iterator("/run/netns", ec))
 		add(e.path().string());
 	for (const auto& e : fs::directory_iterator("/proc", ec)) {
@@ -282,7 +286,7 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 {
 	auto ev = cgroup::events(r.cgroup);
 	if (nets.empty())
-		nets = network_namespaces(r.cgroup);
+		nets = network_namespaces(paths, r);
 	if (!r.attached && ev && ev->populated) {
 		cgroup::kill(r.cgroup);
 		if (!cgroup::wait_empty(r.cgroup, 5s))
@@ -291,7 +295,7 @@ void destroy_sandbox(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 	// No process is left to use its sockets (an attached cgroup's that
 	// still has some keeps them: detaching lifts the policy off them).
 	if (ev = cgroup::events(r.cgroup); !ev || !ev->populated)
-		end_sockets(r, nets);
+		end_sockets(k, r, nets);
 	std::error_code ec;
 	fs::remove_all(kernel::links_dir(paths.bpf_dir, r.name), ec);
 	if (r.cgroup_id) {

@@ -39,13 +39,18 @@ void reload_sandbox(kernel::Kernel&, const Paths&, SandboxRecord&, const Policy&
 
 // The network namespaces a sandbox's sockets may be in, one Fd each:
 // this process's (an invalid Fd), then those of the processes in its
-// cgroup subtree now, those mounted under /run/netns, those of the host's
-// other processes; at most 512. (A socket stays in the namespace it was
-// made in, whichever its process moved to since.)
-std::vector<Fd> network_namespaces(const std::string& cgroup);
+// cgroup subtree now; for one whose processes may have held CAP_SYS_ADMIN
+// (an attached cgroup, a command that kept its capabilities), which can
+// join any namespace and leave its sockets there, also those mounted
+// under /run/netns and those of the host's other processes; at most 512.
+// (A socket stays in the namespace it was made in.) Without
+// CAP_SYS_ADMIN a process can only make namespaces of its own, whose
+// sockets have no way out of the host.
+std::vector<Fd> network_namespaces(const Paths&, const SandboxRecord&);
 
 // Kills what is left in the cgroup; with no process left in it, ends its
-// TCP sockets (SOCK_DESTROY) in the namespaces `nets` (found by
+// TCP sockets and those egress marked as its own (al_sk_held)
+// (SOCK_DESTROY) in the namespaces `nets` (found by
 // network_namespaces() before a kill made earlier; when empty, found here
 // before the kill), before its programs are detached: bytes egress refused wait
 // in a socket's send queue, and one its command closed lives on in the

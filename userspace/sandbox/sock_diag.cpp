@@ -19,14 +19,38 @@ namespace {
 struct Request {
 	nlmsghdr nlh;
 	inet_diag_req_v2 req;
+	// INET_DIAG_REQ_SK_BPF_STORAGES, nesting one map's descriptor: sent
+	// only when nlh.nlmsg_len covers it.
+	rtattr storages;
+	rtattr map_fd;
+	uint32_t fd;
 };
+static_assert(sizeof(Request) == NLMSG_LENGTH(sizeof(inet_diag_req_v2)) + 2 * sizeof(rtattr) + sizeof(uint32_t),
+	      "a request is laid out as netlink wants it");
 
 void send_request(const Fd& diag, const Request& msg, const char* what)
 {
 	sockaddr_nl kernel{};
 	kernel.nl_family = AF_NETLINK;
-	if (::sendto(diag.get(), &msg, sizeof(msg), 0, reinterpret_cast<const sockaddr*>(&kernel), sizeof(kernel)) < 0)
+	if (::sendto(diag.get(), &msg, msg.nlh.nlmsg_len, 0, reinterpret_cast<const sockaddr*>(&kernel),
+		     sizeof(kernel)) < 0)
 		fail_errno(what);
+}
+
+// The first 8 bytes of the one map's value in INET_DIAG_SK_BPF_STORAGES.
+uint64_t stored_value(const rtattr* storages)
+{
+	uint64_t v = 0;
+	int len = static_cast<int>(RTA_PAYLOAD(storages));
+	for (auto* st = static_cast<const rtattr*>(RTA_DATA(storages)); RTA_OK(st, len); st = RTA_NEXT(st, len)) {
+		if ((st->rta_type & NLA_TYPE_MASK) != SK_DIAG_BPF_STORAGE)
+			continue;
+		int in = static_cast<int>(RTA_PAYLOAD(st));
+		for (auto* a = static_cast<const rtattr*>(RTA_DATA(st)); RTA_OK(a, in); a = RTA_NEXT(a, in))
+			if ((a->rta_type & NLA_TYPE_MASK) == SK_DIAG_BPF_STORAGE_MAP_VALUE && RTA_PAYLOAD(a) >= sizeof(v))
+				std::memcpy(&v, RTA_DATA(a), sizeof(v));
+	}
+	return v;
 }
 
 // One datagram of the kernel's answer (0: the socket was shut).
@@ -54,6 +78,8 @@ TcpSocket parse(const nlmsghdr* h)
 			std::memcpy(&s.cgroup, RTA_DATA(a), sizeof(uint64_t));
 		else if (a->rta_type == INET_DIAG_SKV6ONLY && RTA_PAYLOAD(a) >= 1)
 			s.v6only = *static_cast<const uint8_t*>(RTA_DATA(a)) != 0;
+		else if ((a->rta_type & NLA_TYPE_MASK) == INET_DIAG_SK_BPF_STORAGES)
+			s.stored = stored_value(a);
 	}
 	return s;
 }
@@ -68,10 +94,18 @@ Fd sock_diag_socket(const Fd& netns)
 	return fd;
 }
 
-std::vector<TcpSocket> tcp_sockets(const Fd& diag, int family, uint32_t states, uint16_t sport)
+std::vector<TcpSocket> tcp_sockets(const Fd& diag, int family, uint32_t states, uint16_t sport, int storage_map)
 {
 	Request msg{};
-	msg.nlh.nlmsg_len = sizeof(msg);
+	msg.nlh.nlmsg_len = NLMSG_LENGTH(sizeof(inet_diag_req_v2));
+	if (storage_map >= 0) {
+		msg.nlh.nlmsg_len = sizeof(msg);
+		msg.storages.rta_type = NLA_F_NESTED | INET_DIAG_REQ_SK_BPF_STORAGES;
+		msg.storages.rta_len = 2 * sizeof(rtattr) + sizeof(uint32_t);
+		msg.map_fd.rta_type = SK_DIAG_BPF_STORAGE_REQ_MAP_FD;
+		msg.map_fd.rta_len = sizeof(rtattr) + sizeof(uint32_t);
+		msg.fd = static_cast<uint32_t>(storage_map);
+	}
 	msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
 	msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
 	msg.req.sdiag_family = static_cast<uint8_t>(family);
@@ -107,7 +141,7 @@ std::vector<TcpSocket> tcp_sockets(const Fd& diag, int family, uint32_t states, 
 int destroy_tcp_socket(const Fd& diag, const TcpSocket& s)
 {
 	Request msg{};
-	msg.nlh.nlmsg_len = sizeof(msg);
+	msg.nlh.nlmsg_len = NLMSG_LENGTH(sizeof(inet_diag_req_v2));
 	msg.nlh.nlmsg_type = SOCK_DESTROY;
 	msg.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
 	msg.req.sdiag_family = s.family;
@@ -126,7 +160,7 @@ int destroy_tcp_socket(const Fd& diag, const TcpSocket& s)
 	}
 }
 
-Ended end_tcp_sockets(const Fd& diag, const std::set<uint64_t>& cgroups)
+Ended end_tcp_sockets(const Fd& diag, const std::set<uint64_t>& cgroups, int storage_map, uint64_t stored)
 {
 	// Every state a socket that may still send is in; a listener too (its
 	// connections to come would be the cgroup's).
@@ -138,8 +172,8 @@ Ended end_tcp_sockets(const Fd& diag, const std::set<uint64_t>& cgroups)
 	for (int pass = 0;; pass++) {
 		std::vector<TcpSocket> found;
 		for (int family : {AF_INET, AF_INET6})
-			for (const auto& s : tcp_sockets(diag, family, states, 0))
-				if (cgroups.count(s.cgroup))
+			for (const auto& s : tcp_sockets(diag, family, states, 0, storage_map))
+				if (cgroups.count(s.cgroup) || (storage_map >= 0 && stored && s.stored == stored))
 					found.push_back(s);
 		if (found.empty() || pass == 3 || r.error) {
 			r.left = found.size();

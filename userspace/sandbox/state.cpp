@@ -98,6 +98,7 @@ void remove_record(const Paths& p, const std::string& name)
 	fs::remove(p.policy_copy(name, 0), ec);
 	fs::remove(p.policy_copy(name, 1), ec);
 	fs::remove(p.kill_marker(name), ec);
+	fs::remove(p.privileged_marker(name), ec);
 }
 
 uint64_t process_start_time(int pid)

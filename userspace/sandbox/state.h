@@ -25,6 +25,13 @@ struct Paths {
 		return state_dir + "/sandboxes/" + name + ".policy." + std::to_string(bank) + ".json";
 	}
 	std::string kill_marker(const std::string& name) const { return state_dir + "/sandboxes/" + name + ".killed"; }
+	// There when a command of the sandbox kept its capabilities (`run
+	// --keep-caps`, `exec --keep-caps`): one that holds CAP_SYS_ADMIN can
+	// join any network namespace, and leave its sockets there.
+	std::string privileged_marker(const std::string& name) const
+	{
+		return state_dir + "/sandboxes/" + name + ".privileged";
+	}
 	// A sandbox's proxy's counts, as its agent last heard them (JSON,
 	// proxy/world_stats.h names them): what metrics and `status` show.
 	std::string proxy_stats(const std::string& name) const { return state_dir + "/world/" + name + ".stats.json"; }
