@@ -50,6 +50,21 @@ protected:
 	void spent_budget_refuses(const std::string& user);
 	void refused_bytes_never_leave(const std::string& user);
 
+	// cmd in sandbox `name` under a budget of 1,000 bytes (deny), as user
+	// (uid 0 when empty), with its capabilities if keep_caps; its end
+	// waited for.
+	RunResult run_under_budget(const std::string& name, std::vector<std::string> cmd, const std::string& user = "",
+				   bool keep_caps = false)
+	{
+		RunSpec s;
+		s.policy = env().write_policy(name + ".json", budget_policy(1000, "deny"));
+		s.name = name;
+		s.user = user;
+		s.keep_caps = keep_caps;
+		s.cmd = std::move(cmd);
+		return env().run(s, 40s);
+	}
+
 	// After a run whose upload of MARKER to PORT crossed a budget of 1,000
 	// and closed its socket: the run says it ended the one socket (`where`
 	// follows in its line), none is left to the port (in the client
@@ -171,13 +186,11 @@ void Budget::spent_budget_refuses(const std::string& user)
 	std::string tag = user.empty() ? "root" : user;
 	std::string name = sandbox("spent-" + tag), m1 = env().marker("budget-first-" + tag),
 		    m2 = env().marker("budget-after-" + tag), m3 = env().marker("budget-other-" + tag);
-	RunSpec s;
-	s.policy = env().write_policy(name + ".json", budget_policy(1000, "deny"));
-	s.name = name;
-	s.user = user;
-	s.cmd = env().py("upload.py", {"--timeout", "3", dest4(kAllowed4, kPortLo + 7), m1, "5000",
-				       dest4(kAllowed4, kPortLo + 8), m2, "10", dest6(kAllowed6, kPortLo + 9), m3, "10"});
-	RunResult rr = env().run(s, 40s);
+	RunResult rr = run_under_budget(
+		name,
+		env().py("upload.py", {"--timeout", "3", dest4(kAllowed4, kPortLo + 7), m1, "5000", dest4(kAllowed4, kPortLo + 8),
+				       m2, "10", dest6(kAllowed6, kPortLo + 9), m3, "10"}),
+		user);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	ASSERT_FALSE(rr.out_json.empty()) << rr.describe();
 	const json& res = rr.out_json[0]["results"];
@@ -213,12 +226,8 @@ void Budget::refused_bytes_never_leave(const std::string& user)
 	std::string tag = user.empty() ? "root" : user;
 	std::string name = sandbox("orphan-" + tag), marker = env().marker("budget-orphan-" + tag);
 	int port = kPortLo + (user.empty() ? 10 : 11);
-	RunSpec s;
-	s.policy = env().write_policy(name + ".json", budget_policy(1000, "deny"));
-	s.name = name;
-	s.user = user;
-	s.cmd = env().py("upload.py", {"--timeout", "1", dest4(kAllowed4, port), marker, "20000"});
-	RunResult rr = env().run(s, 40s);
+	RunResult rr =
+		run_under_budget(name, env().py("upload.py", {"--timeout", "1", dest4(kAllowed4, port), marker, "20000"}), user);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	expect_socket_ended(rr, name, port, marker);
 }
@@ -233,14 +242,10 @@ TEST_F(Budget, BytesRefusedInAnotherNamespaceNeverLeaveOnceTheSandboxIsGone)
 {
 	std::string name = sandbox("orphan-ns"), marker = env().marker("budget-orphan-ns");
 	int port = kPortLo + 12;
-	RunSpec s;
-	s.policy = env().write_policy(name + ".json", budget_policy(1000, "deny"));
-	s.name = name;
-	s.keep_caps = true;
-	s.cmd = {"nsenter", "--net=" + env().topo->sink_ns_path(), "--"};
+	std::vector<std::string> cmd = {"nsenter", "--net=" + env().topo->sink_ns_path(), "--"};
 	auto py = env().py("upload.py", {"--timeout", "1", dest4(kAllowed4, port), marker, "20000"});
-	s.cmd.insert(s.cmd.end(), py.begin(), py.end());
-	RunResult rr = env().run(s, 40s);
+	cmd.insert(cmd.end(), py.begin(), py.end());
+	RunResult rr = run_under_budget(name, cmd, "", true);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	expect_socket_ended(rr, name, port, marker, " in net:[", env().topo->sink_ns_path());
 }
@@ -253,11 +258,7 @@ TEST_F(Budget, BytesRefusedFromARemovedChildCgroupNeverLeaveOnceTheSandboxIsGone
 {
 	std::string name = sandbox("orphan-cg"), marker = env().marker("budget-orphan-cg");
 	int port = kPortLo + 13;
-	RunSpec s;
-	s.policy = env().write_policy(name + ".json", budget_policy(1000, "deny"));
-	s.name = name;
-	s.cmd = env().py("hidden_upload.py", {dest4(kAllowed4, port), marker, "20000"});
-	RunResult rr = env().run(s, 40s);
+	RunResult rr = run_under_budget(name, env().py("hidden_upload.py", {dest4(kAllowed4, port), marker, "20000"}));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	ASSERT_FALSE(rr.out_json.empty()) << rr.describe();
 	const json& out = rr.out_json[0];

@@ -30,6 +30,14 @@ json policy_b()
 				       json{{"action", "deny"}, {"cidr", "10.77.0.3/32"}}})}};
 }
 
+// C allows 10.77.0.2 on 9000-9004 alone: 9005-9009, which A allows, not.
+json policy_c()
+{
+	return {{"version", 1},
+		{"name", "it-reload-c"},
+		{"rules", json::array({json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", {"9000-9004"}}}})}};
+}
+
 class Reload : public AirlockTest {
 protected:
 	void SetUp() override
@@ -219,10 +227,7 @@ TEST_F(Reload, ConnectedUdpIsStoppedAtEgressWhenItsPeerBecomesDenied)
 {
 	// connect() was judged under A; after the reload, send() on the same
 	// socket runs no sock_addr hook: only cgroup_skb/egress can stop it.
-	json c = {{"version", 1},
-		  {"name", "it-reload-c"},
-		  {"rules", json::array({json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", {"9000-9004"}}}})}};
-	std::string cf = env().write_policy("c.json", c);
+	std::string cf = env().write_policy("c.json", policy_c());
 	std::string name = "c" + env().id;
 	std::string prefix = env().marker("cudp-reload");
 	RunSpec s;
@@ -255,10 +260,7 @@ TEST_F(Reload, ConnectedUdpIsStoppedAtEgressWhenItsPeerBecomesDenied)
 // arrive.
 TEST_F(Reload, BytesADeniedConnectionHoldsNeverLeaveOnceTheSandboxIsGone)
 {
-	json c = {{"version", 1},
-		  {"name", "it-reload-c"},
-		  {"rules", json::array({json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", {"9000-9004"}}}})}};
-	std::string cf = env().write_policy("c.json", c);
+	std::string cf = env().write_policy("c.json", policy_c());
 	std::string name = "t" + env().id;
 	std::string prefix = env().marker("tcp-reload");
 	RunSpec s;

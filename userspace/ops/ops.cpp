@@ -254,8 +254,11 @@ std::string kill(const Paths& paths, const std::string& name)
 {
 	SandboxRecord r = record_or_fail(paths, name);
 	write_file_atomic(paths.kill_marker(name), "operator\n");
-	// Where its sockets are, known only while its processes live.
-	std::vector<Fd> nets = network_namespaces(paths, r);
+	// Where its sockets are, known only while its processes live: for the
+	// removal below (a live runner removes the sandbox itself).
+	std::vector<Fd> nets;
+	if (!runner_alive(r) && !r.attached)
+		nets = network_namespaces(paths, r);
 	cgroup::kill(r.cgroup);
 	if (!cgroup::wait_empty(r.cgroup, 5s))
 		fail("processes of sandbox '{}' did not exit within 5 s of cgroup.kill", name);

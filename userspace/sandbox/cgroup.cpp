@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <vector>
 
@@ -120,6 +121,18 @@ bool inside(const std::string& cg, const std::string& root)
 	return cg == root || cg.rfind(root + "/", 0) == 0;
 }
 
+// The cgroup and each descendant's directory, until fn returns false.
+void for_each_within(const std::string& path, const std::function<bool(const std::string&)>& fn)
+{
+	if (!fn(path))
+		return;
+	std::error_code ec;
+	for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+	     it.increment(ec))
+		if (it->is_directory(ec) && !it->is_symlink(ec) && !fn(it->path().string()))
+			return;
+}
+
 }  // namespace
 
 std::vector<int> pids_within(const std::string& path, size_t max)
@@ -130,26 +143,22 @@ std::vector<int> pids_within(const std::string& path, size_t max)
 		for (int pid; pids.size() < max && in >> pid;)
 			pids.push_back(pid);
 	};
-	read(path);
-	std::error_code ec;
-	for (auto it = fs::recursive_directory_iterator(path, ec);
-	     pids.size() < max && !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-		if (it->is_directory(ec) && !it->is_symlink(ec))
-			read(it->path().string());
+	for_each_within(path, [&](const std::string& dir) {
+		read(dir);
+		return pids.size() < max;
+	});
 	return pids;
 }
 
 std::set<uint64_t> ids_within(const std::string& path)
 {
 	std::set<uint64_t> ids;
-	struct stat st;
-	if (::stat(path.c_str(), &st) == 0)
-		ids.insert(st.st_ino);
-	std::error_code ec;
-	for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
-	     it.increment(ec))
-		if (it->is_directory(ec) && !it->is_symlink(ec) && ::stat(it->path().c_str(), &st) == 0)
+	for_each_within(path, [&](const std::string& dir) {
+		struct stat st;
+		if (::stat(dir.c_str(), &st) == 0)
 			ids.insert(st.st_ino);
+		return true;
+	});
 	return ids;
 }
 

@@ -49,10 +49,7 @@ void end_sockets(const kernel::Kernel& k, const SandboxRecord& r, const std::vec
 	std::set<uint64_t> ids = cgroup::ids_within(r.cgroup);
 	if (r.cgroup_id)
 		ids.insert(r.cgroup_id);
-	std::set<uint64_t> seen;
 	for (const auto& ns : nets) {
-		if (!seen.insert(netns_inode_of(ns)).second)
-			continue;
 		std::string where = ns.valid() ? fmt::format(" in net:[{}]", netns_inode_of(ns)) : "";
 		try {
 			Ended e = end_tcp_sockets(sock_diag_socket(ns), ids, k.sk_held_fd(), r.cgroup_id);
