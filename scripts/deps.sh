@@ -12,7 +12,7 @@ RUN_PACKAGES=(
 TEST_PACKAGES=(
   clang-14 clang-tidy libclang-rt-14-dev libgtest-dev libgmock-dev liburing-dev bash-completion
   bind9-dnsutils dnsmasq-base iodine dns2tcp prometheus podman runc yamllint nftables
-  qemu-system-x86 busybox-static cpio mitmproxy
+  qemu-system-x86 busybox-static cpio mitmproxy ccache
 )
 case "${1:-all}" in
   run) packages=("${RUN_PACKAGES[@]}") ;;
