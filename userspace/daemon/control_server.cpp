@@ -93,8 +93,8 @@ void ControlServer::accept_all()
 			continue;
 		}
 		auto it = conns_.emplace(id, std::move(conn)).first;
-		if (std::string no = refuse_(it->second.cr); !no.empty())
-			answer(it, {no, nullptr});
+		if (auto no = refuse_(it->second.cr))
+			answer(it, std::move(*no));
 	}
 }
 

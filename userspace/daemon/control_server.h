@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "daemon/event_loop.h"
@@ -28,8 +29,8 @@ public:
 		std::function<void(Fd)> then;
 	};
 	// The peer's credentials are checked before a byte is read: refuse()
-	// returns the line to send instead of serving it ("" serves it).
-	using Refuse = std::function<std::string(const struct ucred&)>;
+	// returns the answer to send instead of serving it (nullopt serves it).
+	using Refuse = std::function<std::optional<Answer>(const struct ucred&)>;
 	using Handle = std::function<Answer(const std::string& line, const struct ucred&)>;
 
 	static constexpr uint64_t kRequestNs = 1000000000ull;  // to send the whole request

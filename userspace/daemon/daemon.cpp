@@ -605,7 +605,7 @@ struct Daemon {
 
 	// The sandbox a process is in, if any: a root process inside one must
 	// not be able to reload, delete or thaw its way out through this socket.
-	std::string sandbox_of_pid(int pid) const
+	std::optional<std::string> sandbox_of_pid(int pid) const
 	{
 		std::string cg;
 		try {
@@ -616,7 +616,7 @@ struct Daemon {
 		for (const auto& r : load_records(paths))
 			if (cg == r.cgroup || cg.rfind(r.cgroup + "/", 0) == 0)
 				return r.name;
-		return "";
+		return std::nullopt;
 	}
 
 	static constexpr size_t kMaxSubscribers = 64;
@@ -634,18 +634,21 @@ struct Daemon {
 	}
 
 	// The control socket's checks before a byte is read: root only, and
-	// never from inside a sandbox. "" serves the request.
-	std::string refuse(const struct ucred& cr) const
+	// never from inside a sandbox.
+	std::optional<ControlServer::Answer> refuse(const struct ucred& cr) const
 	{
+		auto refused = [](const char* why) {
+			return ControlServer::Answer{nlohmann::json({{"error", why}}).dump() + "\n", nullptr};
+		};
 		if (cr.uid != 0) {
 			spdlog::warn("control socket: refused uid {} (pid {})", cr.uid, cr.pid);
-			return nlohmann::json({{"error", "the control socket is root's"}}).dump() + "\n";
+			return refused("the control socket is root's");
 		}
-		if (std::string inside = sandbox_of_pid(cr.pid); !inside.empty()) {
-			spdlog::warn("control socket: refused pid {}, which is inside sandbox {}", cr.pid, inside);
-			return nlohmann::json({{"error", "requests from inside a sandbox are refused"}}).dump() + "\n";
+		if (auto inside = sandbox_of_pid(cr.pid)) {
+			spdlog::warn("control socket: refused pid {}, which is inside sandbox {}", cr.pid, *inside);
+			return refused("requests from inside a sandbox are refused");
 		}
-		return "";
+		return std::nullopt;
 	}
 
 	// The `events` request: the recent lines, then (follow) the connection
