@@ -10,7 +10,8 @@
 
 #include "verdict.bpf.h"
 #include "parse.bpf.h"
-#include "dns.bpf.h"
+#include "dns_query.bpf.h"
+#include "dns_answer.bpf.h"
 #include "unix.bpf.h"
 
 #define AL_AF_INET 2

@@ -23,4 +23,17 @@ static __always_inline struct al_rule_set *al_name_match(struct al_name_key *key
 	return rs;
 }
 
+/* The rule a DNS decision names: the first allowing range for an allowed
+ * name, else the first range. */
+static __always_inline __u16 al_name_rule(const struct al_rule_set *rs, int want_allow)
+{
+	for (int i = 0; i < AL_MAX_RANGES; i++) {
+		if (i >= rs->count)
+			break;
+		if (!want_allow || rs->ranges[i].action == AL_ACTION_ALLOW)
+			return rs->ranges[i].rule;
+	}
+	return AL_RULE_NONE;
+}
+
 #endif

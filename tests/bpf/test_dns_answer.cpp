@@ -1,4 +1,4 @@
-// The answer parser (al_dns_answer, bpf/dns.bpf.h) through the production
+// The answer parser (al_dns_answer, bpf/dns_answer.bpf.h) through the production
 // ingress program, after the query went out through egress: what is
 // learned (the learned table, exactly), what is dropped, every counter of
 // the slot, and each event.

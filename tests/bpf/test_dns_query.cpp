@@ -1,4 +1,4 @@
-// The query parser (al_dns_query, bpf/dns.bpf.h) through the production
+// The query parser (al_dns_query, bpf/dns_query.bpf.h) through the production
 // egress program: one test per verdict, each with the program's return
 // value, every counter of the slot, and the event, exactly.
 #include <netinet/in.h>

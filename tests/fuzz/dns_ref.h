@@ -1,7 +1,7 @@
 #pragma once
 // A reference judge of DNS queries, written from RFC 1035 (the message
 // format), RFC 6891 (the OPT record) and what docs/dns.md says a query may
-// be, independently of the kernel's parser (bpf/dns.bpf.h): the
+// be, independently of the kernel's parser (bpf/dns_query.bpf.h): the
 // differential fuzz target holds the two to the same verdict.
 //
 // It reads a message as a parser of the RFC would: the header, the
