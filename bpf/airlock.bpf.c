@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* airlock's hooks. Each is a few lines in front of the shared verdict
- * library (verdict.bpf.h); sock_addr hooks return 1 to let the call go on
- * and 0 to fail it with EPERM, cgroup_skb returns 1 to pass and 0 to drop. */
+ * library (verdict.bpf.h), and returns the constant named there for its
+ * kind: AL_PASS or AL_DROP (sock_create, sock_addr: the call goes on or
+ * fails with EPERM; cgroup_skb: the packet passes or is dropped),
+ * AL_SOCKOPS_DONE, AL_SOCKOPT_KEEP, AL_TP_DONE. */
 #include <linux/bpf.h>
 #include <linux/in.h>
 #include <linux/socket.h>
@@ -176,7 +178,7 @@ int al_getpeername4(struct bpf_sock_addr *ctx)
 
 	if (so)
 		al_show_origin4(ctx, so);
-	return 1;
+	return AL_PASS;
 }
 
 SEC("cgroup/getpeername6")
@@ -186,7 +188,7 @@ int al_getpeername6(struct bpf_sock_addr *ctx)
 
 	if (so)
 		al_show_origin6(ctx, so);
-	return 1;
+	return AL_PASS;
 }
 
 /* A datagram from the proxy (or the target) to a redirected socket comes
@@ -215,7 +217,7 @@ int al_recvmsg4(struct bpf_sock_addr *ctx)
 	struct al_sk_origin *so = al_answered(ctx, &src);
 	if (so)
 		al_show_origin4(ctx, so);
-	return 1;
+	return AL_PASS;
 }
 
 SEC("cgroup/recvmsg6")
@@ -229,7 +231,7 @@ int al_recvmsg6(struct bpf_sock_addr *ctx)
 	struct al_sk_origin *so = al_answered(ctx, &src);
 	if (so)
 		al_show_origin6(ctx, so);
-	return 1;
+	return AL_PASS;
 }
 
 /* TCP events of the sandbox's sockets: a redirected connection's origin is
@@ -241,7 +243,7 @@ int al_sockops(struct bpf_sock_ops *skops)
 		al_file_origin(skops);
 	else if (skops->op == BPF_SOCK_OPS_STATE_CB)
 		al_close_target_origin(skops);
-	return 1;
+	return AL_SOCKOPS_DONE;
 }
 
 /* getsockopt(SO_ORIGINAL_DST) of a target's accepted connection, in the
@@ -266,15 +268,15 @@ static long al_find_target_origin(__u32 slot, void *arg)
 	struct al_target_origin *o;
 
 	if (!table)
-		return 0;
+		return AL_LOOP_NEXT;
 	o = bpf_map_lookup_elem(table, &f->key);
 	if (!o || o->origin.slot != slot || (f->found && o->filed_ns <= f->filed_ns) ||
 	    (o->closed_ns && f->now - o->closed_ns > AL_TARGET_GRACE_NS))
-		return 0;
+		return AL_LOOP_NEXT;
 	f->origin = o->origin;
 	f->filed_ns = o->filed_ns;
 	f->found = 1;
-	return 0;
+	return AL_LOOP_NEXT;
 }
 
 #define AL_SOL_IP 0
@@ -292,11 +294,11 @@ int al_original_dst(struct bpf_sockopt *ctx)
 	 * kernel's answer as it is (before Linux 6.5, anything else is EFAULT). */
 	if (ctx->optlen > AL_PAGE_SIZE) {
 		ctx->optlen = 0;
-		return 1;
+		return AL_SOCKOPT_KEEP;
 	}
 	if (ctx->optname != AL_SO_ORIGINAL_DST || (ctx->level != AL_SOL_IP && ctx->level != AL_SOL_IPV6) || !sk ||
 	    sk->protocol != IPPROTO_TCP)
-		return 1;
+		return AL_SOCKOPT_KEEP;
 	__u32 src6[4] = { sk->src_ip6[0], sk->src_ip6[1], sk->src_ip6[2], sk->src_ip6[3] };
 	__u32 dst6[4] = { sk->dst_ip6[0], sk->dst_ip6[1], sk->dst_ip6[2], sk->dst_ip6[3] };
 
@@ -305,12 +307,12 @@ int al_original_dst(struct bpf_sockopt *ctx)
 	f.key.target_port = (__u16)sk->src_port;
 	f.key.family = al_key_addr(f.key.addr, sk->family, sk->dst_ip4, dst6);
 	if (al_key_addr(f.key.target, sk->family, sk->src_ip4, src6) != f.key.family)
-		return 1;
+		return AL_SOCKOPT_KEEP;
 	f.key.netns_cookie = al_is_loopback(f.key.family, f.key.target) ? bpf_get_netns_cookie(ctx) : 0;
 	f.now = bpf_ktime_get_ns();
 	bpf_loop(AL_MAX_SANDBOXES, al_find_target_origin, &f, 0);
 	if (!f.found)
-		return 1;
+		return AL_SOCKOPT_KEEP;
 
 	__u8 *out = ctx->optval;
 	if (ctx->level == AL_SOL_IP) {
@@ -322,7 +324,7 @@ int al_original_dst(struct bpf_sockopt *ctx)
 		} sin = { .family = AL_AF_INET, .port = bpf_htons(f.origin.port) };
 
 		if (f.origin.family != AL_FAMILY_IPV4 || (void *)(out + sizeof(sin)) > ctx->optval_end)
-			return 1;
+			return AL_SOCKOPT_KEEP;
 		__builtin_memcpy(&sin.addr, f.origin.addr, 4);
 		__builtin_memcpy(out, &sin, sizeof(sin));
 		ctx->optlen = sizeof(sin);
@@ -336,7 +338,7 @@ int al_original_dst(struct bpf_sockopt *ctx)
 		} sin6 = { .family = AL_AF_INET6, .port = bpf_htons(f.origin.port) };
 
 		if ((void *)(out + sizeof(sin6)) > ctx->optval_end)
-			return 1;
+			return AL_SOCKOPT_KEEP;
 		if (f.origin.family == AL_FAMILY_IPV4) {
 			sin6.addr[2] = bpf_htonl(0x0000ffff);
 			__builtin_memcpy(&sin6.addr[3], f.origin.addr, 4);
@@ -347,7 +349,7 @@ int al_original_dst(struct bpf_sockopt *ctx)
 		ctx->optlen = sizeof(sin6);
 	}
 	ctx->retval = 0;
-	return 1;
+	return AL_SOCKOPT_KEEP;
 }
 
 /* Unix sockets (Linux 6.7+). The sections are the inet ones that libbpf
@@ -369,26 +371,30 @@ int al_sendmsg_unix(struct bpf_sock_addr *ctx)
 SEC("tracepoint/syscalls/sys_enter_bind")
 int al_bind_enter_tp(struct al_sys_enter_bind *ctx)
 {
-	return al_bind_enter(ctx);
+	al_bind_enter(ctx);
+	return AL_TP_DONE;
 }
 
 SEC("tracepoint/syscalls/sys_exit_bind")
 int al_bind_exit_tp(struct al_sys_exit *ctx)
 {
-	return al_bind_exit(ctx);
+	al_bind_exit(ctx);
+	return AL_TP_DONE;
 }
 
 /* Socket families the policy does not list, created or refused. */
 SEC("tracepoint/syscalls/sys_exit_socket")
 int al_socket_exit_tp(struct al_sys_exit *ctx)
 {
-	return al_socket_exit(ctx);
+	al_socket_exit(ctx);
+	return AL_TP_DONE;
 }
 
 SEC("tracepoint/syscalls/sys_exit_socketpair")
 int al_socketpair_exit_tp(struct al_sys_exit *ctx)
 {
-	return al_socket_exit(ctx);
+	al_socket_exit(ctx);
+	return AL_TP_DONE;
 }
 
 /* The backstop: whatever the syscall claimed, this is where the packet goes.

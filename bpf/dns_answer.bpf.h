@@ -87,60 +87,60 @@ static long al_rr_step(__u32 i, void *ctx)
 	__u32 p = s->rr_p, len = s->len;
 
 	if (s->rr_left == 0)
-		return 1;
+		return AL_LOOP_STOP;
 	if (s->rr_in_name == AL_RR_CMP) {
 		__u32 a = s->c_a, b = s->c_b;
 
 		if (a >= len || b >= len || a >= AL_DNS_MSG_MAX || b >= AL_DNS_MSG_MAX) {
 			s->rr_err = 1;
-			return 1;
+			return AL_LOOP_STOP;
 		}
 		if (s->c_rem) {
 			if (al_lower(al_msg8(s, a)) != al_lower(al_msg8(s, b))) {
 				al_rr_done(s, 0);
-				return 0;
+				return AL_LOOP_NEXT;
 			}
 			s->c_a = a + 1;
 			s->c_b = b + 1;
 			s->c_rem--;
-			return 0;
+			return AL_LOOP_NEXT;
 		}
 		__u32 sa = s->c_sa, sb = s->c_sb;
 		int fa = al_cmp_ptr(s, &a, &sa), fb = al_cmp_ptr(s, &b, &sb);
 
 		if (fa < 0 || fb < 0) {
 			s->rr_err = 1;
-			return 1;
+			return AL_LOOP_STOP;
 		}
 		s->c_a = a;
 		s->c_b = b;
 		s->c_sa = sa;
 		s->c_sb = sb;
 		if (fa || fb)
-			return 0; /* at the label next step */
+			return AL_LOOP_NEXT; /* at the label next step */
 		__u32 la = al_msg8(s, a), lb = al_msg8(s, b);
 
 		s->c_n += la + 1;
 		if (s->c_n > 255) {
 			s->rr_err = 1;
-			return 1;
+			return AL_LOOP_STOP;
 		}
 		if (la != lb) {
 			al_rr_done(s, 0);
-			return 0;
+			return AL_LOOP_NEXT;
 		}
 		if (la == 0) {
 			al_rr_done(s, 1);
-			return 0;
+			return AL_LOOP_NEXT;
 		}
 		s->c_a = a + 1;
 		s->c_b = b + 1;
 		s->c_rem = la;
-		return 0;
+		return AL_LOOP_NEXT;
 	}
 	if (p >= len || p >= AL_DNS_MSG_MAX) {
 		s->rr_err = 1;
-		return 1;
+		return AL_LOOP_STOP;
 	}
 	if (s->rr_in_name == AL_RR_OWNER) {
 		__u32 l = al_msg8(s, p);
@@ -153,16 +153,16 @@ static long al_rr_step(__u32 i, void *ctx)
 			s->rr_in_name = AL_RR_FIXED;
 		} else if (l & 0xc0) {
 			s->rr_err = 1;
-			return 1;
+			return AL_LOOP_STOP;
 		} else {
 			p += l + 1;
 		}
 		s->rr_p = p;
-		return 0;
+		return AL_LOOP_NEXT;
 	}
 	if (p + 10 > len) {
 		s->rr_err = 1;
-		return 1;
+		return AL_LOOP_STOP;
 	}
 	__u32 type = al_msg16(s, p), class = al_msg16(s, p + 2), ttl = al_msg32(s, p + 4);
 	__u32 rdlen = al_msg16(s, p + 8);
@@ -172,7 +172,7 @@ static long al_rr_step(__u32 i, void *ctx)
 							     (type == AL_DNS_TYPE_AAAA && rdlen != 16) ||
 							     (type == AL_DNS_TYPE_CNAME && rdlen < 1)))) {
 		s->rr_err = 1;
-		return 1;
+		return AL_LOOP_STOP;
 	}
 	if (class == AL_DNS_CLASS_IN &&
 	    (type == AL_DNS_TYPE_A || type == AL_DNS_TYPE_AAAA || type == AL_DNS_TYPE_CNAME)) {
@@ -188,13 +188,13 @@ static long al_rr_step(__u32 i, void *ctx)
 		s->c_hops = 0;
 		s->c_n = 0;
 		s->rr_in_name = AL_RR_CMP;
-		return 0;
+		return AL_LOOP_NEXT;
 	}
 	s->rr_p = p + rdlen;
 	s->rr_owner = p + rdlen;
 	s->rr_left--;
 	s->rr_in_name = AL_RR_OWNER;
-	return 0;
+	return AL_LOOP_NEXT;
 }
 struct al_learn_ctx {
 	struct al_scratch *s;
@@ -248,7 +248,7 @@ static long al_learn_one(__u32 k, void *ctx)
 		al_emit_dns(lc->c, AL_HOOK_INGRESS, lc->cgid, lc->slot, lc->policy_id, &a, &d, &s->lv.name, s->qtype,
 			    s->qid, s->name_bytes, learned, ttl);
 	}
-	return 0;
+	return AL_LOOP_NEXT;
 }
 
 /* A dropped answer: counted (a helper's failure also where it failed) and

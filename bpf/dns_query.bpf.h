@@ -80,19 +80,19 @@ static long al_opt_step(__u32 i, void *ctx)
 	__u32 p = s->e_p, end = s->e_end;
 
 	if (p >= end)
-		return 1;
+		return AL_LOOP_STOP;
 	if (s->e_zero) {
 		if (al_msg8(s, p) != 0) {
 			s->e_err = 1;
-			return 1;
+			return AL_LOOP_STOP;
 		}
 		s->e_p = p + 1;
 		s->e_zero--;
-		return 0;
+		return AL_LOOP_NEXT;
 	}
 	if (p + 4 > end) {
 		s->e_err = 1;
-		return 1;
+		return AL_LOOP_STOP;
 	}
 	__u32 code = al_msg16(s, p), olen = al_msg16(s, p + 2);
 	int found = -1;
@@ -108,7 +108,7 @@ static long al_opt_step(__u32 i, void *ctx)
 	if (found < 0 || olen > dp->edns_opts[found & (AL_DNS_MAX_EDNS_OPTS - 1)].max_len ||
 	    (s->e_seen & (1u << found)) || p + 4 + olen > end) {
 		s->e_err = 1;
-		return 1;
+		return AL_LOOP_STOP;
 	}
 	s->e_seen |= 1u << found;
 	if (code == AL_DNS_EDNS_PADDING) {
@@ -117,7 +117,7 @@ static long al_opt_step(__u32 i, void *ctx)
 	} else {
 		s->e_p = p + 4 + olen;
 	}
-	return 0;
+	return AL_LOOP_NEXT;
 }
 
 /* The additional section of a query: nothing, or one OPT record (RFC 6891)
@@ -333,7 +333,8 @@ static __always_inline void al_query_remember(const struct al_sandbox *sb, const
 /* Judges the query in an egress packet that the address rules let go to a
  * resolver. d becomes the query's decision; s keeps its question for the
  * event. A global function: the verifier checks it once, on its own, not
- * inlined into every path of the hook. */
+ * inlined into every path of the hook. It returns 0 (a global function
+ * returns a scalar): the verdict is d's. */
 __noinline int al_dns_query(struct __sk_buff *skb, struct al_sandbox *sb, const struct al_dest *dst,
 			    struct al_decision *d, __u32 sidx)
 {

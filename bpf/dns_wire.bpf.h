@@ -107,25 +107,25 @@ static long al_walk_label(__u32 i, void *ctx)
 
 	if (p >= s->len || p >= AL_DNS_MSG_MAX) {
 		s->w_err = AL_REASON_DNS_MALFORMED;
-		return 1;
+		return AL_LOOP_STOP;
 	}
 	__u32 l = al_msg8(s, p);
 	if (l == 0) {
 		s->w_p = p + 1;
 		s->w_done = 1;
-		return 1;
+		return AL_LOOP_STOP;
 	}
 	/* A compression pointer (or an obsolete label type): a question never
 	 * needs one, so it is refused rather than followed. */
 	if (l & 0xc0) {
 		s->w_err = AL_REASON_DNS_MALFORMED;
-		return 1;
+		return AL_LOOP_STOP;
 	}
 	/* A label that runs past the end is malformed, however long the name
 	 * would have been. */
 	if (p + l >= s->len) {
 		s->w_err = AL_REASON_DNS_MALFORMED;
-		return 1;
+		return AL_LOOP_STOP;
 	}
 	if (l > s->w_max_label)
 		s->w_max_label = l;
@@ -133,9 +133,9 @@ static long al_walk_label(__u32 i, void *ctx)
 	s->w_p = p + l + 1;
 	if (s->w_n > AL_DNS_NAME_BYTES - 1) {
 		s->w_err = AL_REASON_DNS_LENGTH;
-		return 1;
+		return AL_LOOP_STOP;
 	}
-	return 0;
+	return AL_LOOP_NEXT;
 }
 
 /* Byte j of the name goes to its place in reversed-label order, lowercased:
@@ -146,7 +146,7 @@ static long al_rev_byte(__u32 j, void *ctx)
 	struct al_name_key *key = ((struct al_loop_ctx *)ctx)->key;
 
 	if (j >= s->r_n)
-		return 1;
+		return AL_LOOP_STOP;
 	__u32 b = al_msg8(s, s->r_off + j);
 	if (j == s->r_next) {
 		s->r_start = j;
@@ -157,9 +157,9 @@ static long al_rev_byte(__u32 j, void *ctx)
 	}
 	__u32 o = s->r_n - (s->r_start + s->r_lab + 1) + (j - s->r_start);
 	if (o >= AL_DNS_NAME_BYTES)
-		return 1;
+		return AL_LOOP_STOP;
 	key->name[o] = b;
-	return 0;
+	return AL_LOOP_NEXT;
 }
 
 /* Reads the uncompressed name at off into key (al_name_key form, ended by

@@ -59,7 +59,7 @@ static long al_unix_step(__u32 i, void *ctx)
 	struct al_unix_buf *b = ((struct al_unix_loop *)ctx)->b;
 
 	if (i >= AL_UNIX_PATH_MAX)
-		return 1;
+		return AL_LOOP_STOP;
 	__u8 c = b->ek.path[i];
 
 	if (!b->ended && (i >= b->plen || (b->named && c == 0))) {
@@ -70,10 +70,10 @@ static long al_unix_step(__u32 i, void *ctx)
 	}
 	if (b->ended) {
 		b->ek.path[i] = 0;
-		return 0;
+		return AL_LOOP_NEXT;
 	}
 	if (!b->named || i == 0)
-		return 0;
+		return AL_LOOP_NEXT;
 	if (c == '/') {
 		al_unix_component(b);
 	} else {
@@ -83,7 +83,7 @@ static long al_unix_step(__u32 i, void *ctx)
 			b->c1 = c;
 		b->n++;
 	}
-	return 0;
+	return AL_LOOP_NEXT;
 }
 
 /* Reads the address into b->ek (path zero after len). Returns 0 or an
@@ -283,44 +283,43 @@ struct al_sys_exit {
 
 #define AL_AF_UNIX 1
 
-static __always_inline int al_bind_enter(struct al_sys_enter_bind *ctx)
+static __always_inline void al_bind_enter(struct al_sys_enter_bind *ctx)
 {
 	__u64 cgid;
 	struct al_sandbox *sb = al_sandbox_of_task(&cgid);
 	__u8 head[3];
 
 	if (!sb)
-		return 0;
+		return;
 	__u32 alen = ctx->addrlen;
 
 	/* Family, then the leading NUL of an abstract name, then its bytes. */
 	if (alen <= 3 || alen > AL_SUN_PATH_OFF + AL_UNIX_PATH_MAX)
-		return 0;
+		return;
 	if (bpf_probe_read_user(head, sizeof(head), (void *)ctx->addr))
-		return 0;
+		return;
 	if (head[0] != AL_AF_UNIX || head[1] != 0 || head[2] != 0)
-		return 0;
+		return;
 	struct al_unix_binding b = { .slot = sb->slot };
 	__u32 n = alen - 3;
 
 	if (n > AL_UNIX_PATH_MAX - 1)
-		return 0;
+		return;
 	b.key.len = n;
 	if (bpf_probe_read_user(b.key.name, n, (void *)(ctx->addr + 3)))
-		return 0;
+		return;
 	__u64 id = bpf_get_current_pid_tgid();
 
 	bpf_map_update_elem(&al_unix_binding, &id, &b, BPF_ANY);
-	return 0;
 }
 
-static __always_inline int al_bind_exit(struct al_sys_exit *ctx)
+static __always_inline void al_bind_exit(struct al_sys_exit *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct al_unix_binding *b = bpf_map_lookup_elem(&al_unix_binding, &id);
 
 	if (!b)
-		return 0;
+		return;
 	if (ctx->ret == 0) {
 		__u32 slot = b->slot, one = 1;
 		void *bound = bpf_map_lookup_elem(&al_unix_bound, &slot);
@@ -333,7 +332,6 @@ static __always_inline int al_bind_exit(struct al_sys_exit *ctx)
 		}
 	}
 	bpf_map_delete_elem(&al_unix_binding, &id);
-	return 0;
 }
 
 /* socket(2) and socketpair(2) of a family the policy does not list, as
@@ -350,28 +348,28 @@ struct pt_regs___al {
 #define AL_AF_NETLINK 16
 #define AL_NETLINK_ROUTE_BIT 63 /* "netlink-route": AF_NETLINK, protocol NETLINK_ROUTE only */
 
-static __always_inline int al_socket_exit(struct al_sys_exit *ctx)
+static __always_inline void al_socket_exit(struct al_sys_exit *ctx)
 {
 	__u64 cgid;
 	struct al_sandbox *sb = al_sandbox_of_task(&cgid);
 
 	if (!sb || (ctx->ret < 0 && ctx->ret != -1 /* EPERM */))
-		return 0;
+		return;
 	struct pt_regs___al *regs = (struct pt_regs___al *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	unsigned long di = 0;
 
 	if (!regs || bpf_probe_read_kernel(&di, sizeof(di), &regs->di))
-		return 0;
+		return;
 	__u32 af = (__u32)di;
 
 	if (af < 64 && (sb->families & (1ull << af)))
-		return 0; /* listed: an EPERM here came from elsewhere */
+		return; /* listed: an EPERM here came from elsewhere */
 	if (af == AL_AF_NETLINK && (sb->families & (1ull << AL_NETLINK_ROUTE_BIT))) {
 		unsigned long proto = 1;
 
 		/* The protocol, the call's third argument. */
 		if (bpf_probe_read_kernel(&proto, sizeof(proto), &regs->dx) || (__u32)proto == 0)
-			return 0;
+			return;
 	}
 	struct al_counters *c = al_counters_of(sb->slot);
 	struct al_dest dst = { .port = af < 0xffff ? af : 0xffff };
@@ -379,10 +377,9 @@ static __always_inline int al_socket_exit(struct al_sys_exit *ctx)
 
 	if (al_latched(sb->slot)) {
 		al_quarantined(AL_HOOK_SOCKET, c);
-		return 0;
+		return;
 	}
 	al_finish(AL_HOOK_SOCKET, sb, c, cgid, &dst, &d, 0);
-	return 0;
 }
 
 #endif

@@ -11,8 +11,24 @@
 #include "redirect.bpf.h"
 #include "budget.bpf.h"
 
+/* What each kind of program returns, named once. cgroup_skb: the packet
+ * passes or is dropped. cgroup/sock_create and the sock_addr hooks: the
+ * call goes on, or fails with EPERM (getpeername and recvmsg may only go
+ * on; they rewrite the address the caller sees). */
 #define AL_PASS 1
 #define AL_DROP 0
+/* sockops: the connection goes on as the kernel runs it (the program only
+ * files what it learns). */
+#define AL_SOCKOPS_DONE 1
+/* cgroup/getsockopt: the caller gets optval, optlen and retval as they are
+ * now, the kernel's or what the program wrote (0 would fail the call with
+ * EPERM). */
+#define AL_SOCKOPT_KEEP 1
+/* Tracepoints: the value only filters perf's own output, unused here. */
+#define AL_TP_DONE 0
+/* A bpf_loop callback: on to the next iteration, or stop the loop. */
+#define AL_LOOP_NEXT 0
+#define AL_LOOP_STOP 1
 
 static __always_inline __u32 al_level_mask(void)
 {
