@@ -19,39 +19,63 @@ static __always_inline __u32 al_lower(__u32 b)
 	return (b >= 'A' && b <= 'Z') ? b + ('a' - 'A') : b;
 }
 
-/* The record's owner is (eq) or is not the chain's current name: an
- * address is collected, marked off the chain if it is not; a CNAME on the
- * chain moves the chain on to its target. */
-static __always_inline void al_rr_done(struct al_scratch *s, int eq)
+/* A record the walk cannot read to its end: the answer is malformed. */
+static __always_inline long al_rr_fail(struct al_scratch *s)
 {
-	__u32 type = s->rr_type, p = s->rr_rdoff, rdlen = s->rr_rdlen;
+	s->rr_err = 1;
+	return AL_LOOP_STOP;
+}
 
-	if (type == AL_DNS_TYPE_CNAME) {
-		if (eq)
-			s->rr_cur = p;
-	} else {
-		__u32 count = s->rr_count;
-
-		if (!eq)
-			s->rr_off_chain++;
-		if (count < AL_DNS_MAX_ANSWERS) {
-			__u32 k = count & (AL_DNS_MAX_ANSWERS - 1);
-			struct al_learned_key *a = &s->answers[k];
-
-			__builtin_memset(a, 0, sizeof(*a));
-			a->family = type == AL_DNS_TYPE_A ? AL_FAMILY_IPV4 : AL_FAMILY_IPV6;
-			for (int b = 0; b < 16; b++)
-				if (b < rdlen)
-					a->addr[b] = al_msg8(s, p + b);
-			s->ttls[k] = s->rr_ttl;
-			s->off_chain[k] = !eq;
-			s->rr_count = count + 1;
-		}
-	}
-	s->rr_p = p + rdlen;
-	s->rr_owner = p + rdlen;
+/* On to the next record, whose owner starts at p. */
+static __always_inline long al_rr_next(struct al_scratch *s, __u32 p)
+{
+	s->rr_p = p;
+	s->rr_owner = p;
 	s->rr_left--;
 	s->rr_in_name = AL_RR_OWNER;
+	return AL_LOOP_NEXT;
+}
+
+/* An A or AAAA record: its address is collected, marked off the chain if
+ * its owner is not (eq) the chain's current name. */
+static __always_inline void al_rr_addr_done(struct al_scratch *s, int eq)
+{
+	__u32 count = s->rr_count, p = s->rr_rdoff, rdlen = s->rr_rdlen;
+
+	if (!eq)
+		s->rr_off_chain++;
+	if (count >= AL_DNS_MAX_ANSWERS)
+		return;
+	__u32 k = count & (AL_DNS_MAX_ANSWERS - 1);
+	struct al_learned_key *a = &s->answers[k];
+
+	__builtin_memset(a, 0, sizeof(*a));
+	a->family = s->rr_type == AL_DNS_TYPE_A ? AL_FAMILY_IPV4 : AL_FAMILY_IPV6;
+	for (int b = 0; b < 16; b++)
+		if (b < rdlen)
+			a->addr[b] = al_msg8(s, p + b);
+	s->ttls[k] = s->rr_ttl;
+	s->off_chain[k] = !eq;
+	s->rr_count = count + 1;
+}
+
+/* A CNAME whose owner is (eq) the chain's current name moves the chain on
+ * to its target. */
+static __always_inline void al_rr_cname_done(struct al_scratch *s, int eq)
+{
+	if (eq)
+		s->rr_cur = s->rr_rdoff;
+}
+
+/* The record's owner is (eq) or is not the chain's current name: its type
+ * says what follows from that. Then on to the next record. */
+static __always_inline long al_rr_done(struct al_scratch *s, int eq)
+{
+	if (s->rr_type == AL_DNS_TYPE_CNAME)
+		al_rr_cname_done(s, eq);
+	else
+		al_rr_addr_done(s, eq);
+	return al_rr_next(s, s->rr_rdoff + s->rr_rdlen);
 }
 
 /* At a length byte of name x (position *pos): follows a compression
@@ -76,6 +100,150 @@ static __always_inline int al_cmp_ptr(struct al_scratch *s, __u32 *pos, __u32 *s
 	return 1;
 }
 
+/* Inside a label of both names (at a of the owner, b of the chain's
+ * name): one byte, compared without case. */
+static __always_inline long al_rr_cmp_byte(struct al_scratch *s, __u32 a, __u32 b)
+{
+	if (al_lower(al_msg8(s, a)) != al_lower(al_msg8(s, b)))
+		return al_rr_done(s, 0);
+	s->c_a = a + 1;
+	s->c_b = b + 1;
+	s->c_rem--;
+	return AL_LOOP_NEXT;
+}
+
+/* At a length byte of both names: a compression pointer is followed (the
+ * label is compared at the next step), else the two labels' lengths; the
+ * root of both ends the comparison equal. */
+static __always_inline long al_rr_cmp_label(struct al_scratch *s, __u32 a, __u32 b)
+{
+	__u32 sa = s->c_sa, sb = s->c_sb;
+	int fa = al_cmp_ptr(s, &a, &sa), fb = al_cmp_ptr(s, &b, &sb);
+
+	if (fa < 0 || fb < 0)
+		return al_rr_fail(s);
+	s->c_a = a;
+	s->c_b = b;
+	s->c_sa = sa;
+	s->c_sb = sb;
+	if (fa || fb)
+		return AL_LOOP_NEXT; /* at the label next step */
+	__u32 la = al_msg8(s, a), lb = al_msg8(s, b);
+
+	s->c_n += la + 1;
+	if (s->c_n > 255)
+		return al_rr_fail(s);
+	if (la != lb)
+		return al_rr_done(s, 0);
+	if (la == 0)
+		return al_rr_done(s, 1);
+	s->c_a = a + 1;
+	s->c_b = b + 1;
+	s->c_rem = la;
+	return AL_LOOP_NEXT;
+}
+
+/* One step of the comparison of a record's owner with the chain's current
+ * name. */
+static __always_inline long al_rr_cmp(struct al_scratch *s)
+{
+	__u32 a = s->c_a, b = s->c_b, len = s->len;
+
+	if (a >= len || b >= len || a >= AL_DNS_MSG_MAX || b >= AL_DNS_MSG_MAX)
+		return al_rr_fail(s);
+	return s->c_rem ? al_rr_cmp_byte(s, a, b) : al_rr_cmp_label(s, a, b);
+}
+
+/* One label of a record's owner name, at p, skipped: the root or a
+ * compression pointer ends it. */
+static __always_inline long al_rr_owner(struct al_scratch *s, __u32 p)
+{
+	__u32 l = al_msg8(s, p);
+
+	if (l == 0) {
+		p += 1;
+		s->rr_in_name = AL_RR_FIXED;
+	} else if ((l & 0xc0) == 0xc0) {
+		p += 2;
+		s->rr_in_name = AL_RR_FIXED;
+	} else if (l & 0xc0) {
+		return al_rr_fail(s);
+	} else {
+		p += l + 1;
+	}
+	s->rr_p = p;
+	return AL_LOOP_NEXT;
+}
+
+/* A record of the chain's types, its data of rdlen bytes at p: its owner
+ * is compared with the chain's current name from the next step on. */
+static __always_inline long al_rr_compare(struct al_scratch *s, __u32 type, __u32 ttl, __u32 p, __u32 rdlen)
+{
+	s->rr_type = type;
+	s->rr_ttl = ttl;
+	s->rr_rdoff = p;
+	s->rr_rdlen = rdlen;
+	s->c_a = s->rr_owner;
+	s->c_sa = s->rr_owner;
+	s->c_b = s->rr_cur;
+	s->c_sb = s->rr_cur;
+	s->c_rem = 0;
+	s->c_hops = 0;
+	s->c_n = 0;
+	s->rr_in_name = AL_RR_CMP;
+	return AL_LOOP_NEXT;
+}
+
+/* An A record: an IPv4 address, 4 bytes. */
+static __always_inline long al_rr_a(struct al_scratch *s, __u32 ttl, __u32 p, __u32 rdlen)
+{
+	if (rdlen != 4)
+		return al_rr_fail(s);
+	return al_rr_compare(s, AL_DNS_TYPE_A, ttl, p, rdlen);
+}
+
+/* An AAAA record: an IPv6 address, 16 bytes. */
+static __always_inline long al_rr_aaaa(struct al_scratch *s, __u32 ttl, __u32 p, __u32 rdlen)
+{
+	if (rdlen != 16)
+		return al_rr_fail(s);
+	return al_rr_compare(s, AL_DNS_TYPE_AAAA, ttl, p, rdlen);
+}
+
+/* A CNAME record: its target, a name of at least the root's byte. */
+static __always_inline long al_rr_cname(struct al_scratch *s, __u32 ttl, __u32 p, __u32 rdlen)
+{
+	if (rdlen < 1)
+		return al_rr_fail(s);
+	return al_rr_compare(s, AL_DNS_TYPE_CNAME, ttl, p, rdlen);
+}
+
+/* A record's fixed part, at p: type, class, TTL and data length. Its class
+ * and type choose its step; a record of any other class or type is
+ * skipped whole. */
+static __always_inline long al_rr_fixed(struct al_scratch *s, __u32 p)
+{
+	__u32 len = s->len;
+
+	if (p + 10 > len)
+		return al_rr_fail(s);
+	__u32 type = al_msg16(s, p), class = al_msg16(s, p + 2), ttl = al_msg32(s, p + 4);
+	__u32 rdlen = al_msg16(s, p + 8);
+
+	p += 10;
+	if (p + rdlen > len)
+		return al_rr_fail(s);
+	if (class != AL_DNS_CLASS_IN)
+		return al_rr_next(s, p + rdlen);
+	if (type == AL_DNS_TYPE_A)
+		return al_rr_a(s, ttl, p, rdlen);
+	if (type == AL_DNS_TYPE_AAAA)
+		return al_rr_aaaa(s, ttl, p, rdlen);
+	if (type == AL_DNS_TYPE_CNAME)
+		return al_rr_cname(s, ttl, p, rdlen);
+	return al_rr_next(s, p + rdlen);
+}
+
 /* One step of the walk over the answer records: a label of an owner name
  * (compressed or not), a record's fixed part, or one byte of the
  * comparison of an A, AAAA or CNAME record's owner with the current name
@@ -84,118 +252,19 @@ static __always_inline int al_cmp_ptr(struct al_scratch *s, __u32 *pos, __u32 *s
 static long al_rr_step(__u32 i, void *ctx)
 {
 	struct al_scratch *s = ((struct al_loop_ctx *)ctx)->s;
-	__u32 p = s->rr_p, len = s->len;
+	__u32 p = s->rr_p;
 
 	if (s->rr_left == 0)
 		return AL_LOOP_STOP;
-	if (s->rr_in_name == AL_RR_CMP) {
-		__u32 a = s->c_a, b = s->c_b;
-
-		if (a >= len || b >= len || a >= AL_DNS_MSG_MAX || b >= AL_DNS_MSG_MAX) {
-			s->rr_err = 1;
-			return AL_LOOP_STOP;
-		}
-		if (s->c_rem) {
-			if (al_lower(al_msg8(s, a)) != al_lower(al_msg8(s, b))) {
-				al_rr_done(s, 0);
-				return AL_LOOP_NEXT;
-			}
-			s->c_a = a + 1;
-			s->c_b = b + 1;
-			s->c_rem--;
-			return AL_LOOP_NEXT;
-		}
-		__u32 sa = s->c_sa, sb = s->c_sb;
-		int fa = al_cmp_ptr(s, &a, &sa), fb = al_cmp_ptr(s, &b, &sb);
-
-		if (fa < 0 || fb < 0) {
-			s->rr_err = 1;
-			return AL_LOOP_STOP;
-		}
-		s->c_a = a;
-		s->c_b = b;
-		s->c_sa = sa;
-		s->c_sb = sb;
-		if (fa || fb)
-			return AL_LOOP_NEXT; /* at the label next step */
-		__u32 la = al_msg8(s, a), lb = al_msg8(s, b);
-
-		s->c_n += la + 1;
-		if (s->c_n > 255) {
-			s->rr_err = 1;
-			return AL_LOOP_STOP;
-		}
-		if (la != lb) {
-			al_rr_done(s, 0);
-			return AL_LOOP_NEXT;
-		}
-		if (la == 0) {
-			al_rr_done(s, 1);
-			return AL_LOOP_NEXT;
-		}
-		s->c_a = a + 1;
-		s->c_b = b + 1;
-		s->c_rem = la;
-		return AL_LOOP_NEXT;
-	}
-	if (p >= len || p >= AL_DNS_MSG_MAX) {
-		s->rr_err = 1;
-		return AL_LOOP_STOP;
-	}
-	if (s->rr_in_name == AL_RR_OWNER) {
-		__u32 l = al_msg8(s, p);
-
-		if (l == 0) {
-			p += 1;
-			s->rr_in_name = AL_RR_FIXED;
-		} else if ((l & 0xc0) == 0xc0) {
-			p += 2;
-			s->rr_in_name = AL_RR_FIXED;
-		} else if (l & 0xc0) {
-			s->rr_err = 1;
-			return AL_LOOP_STOP;
-		} else {
-			p += l + 1;
-		}
-		s->rr_p = p;
-		return AL_LOOP_NEXT;
-	}
-	if (p + 10 > len) {
-		s->rr_err = 1;
-		return AL_LOOP_STOP;
-	}
-	__u32 type = al_msg16(s, p), class = al_msg16(s, p + 2), ttl = al_msg32(s, p + 4);
-	__u32 rdlen = al_msg16(s, p + 8);
-
-	p += 10;
-	if (p + rdlen > len || (class == AL_DNS_CLASS_IN && ((type == AL_DNS_TYPE_A && rdlen != 4) ||
-							     (type == AL_DNS_TYPE_AAAA && rdlen != 16) ||
-							     (type == AL_DNS_TYPE_CNAME && rdlen < 1)))) {
-		s->rr_err = 1;
-		return AL_LOOP_STOP;
-	}
-	if (class == AL_DNS_CLASS_IN &&
-	    (type == AL_DNS_TYPE_A || type == AL_DNS_TYPE_AAAA || type == AL_DNS_TYPE_CNAME)) {
-		s->rr_type = type;
-		s->rr_ttl = ttl;
-		s->rr_rdoff = p;
-		s->rr_rdlen = rdlen;
-		s->c_a = s->rr_owner;
-		s->c_sa = s->rr_owner;
-		s->c_b = s->rr_cur;
-		s->c_sb = s->rr_cur;
-		s->c_rem = 0;
-		s->c_hops = 0;
-		s->c_n = 0;
-		s->rr_in_name = AL_RR_CMP;
-		return AL_LOOP_NEXT;
-	}
-	s->rr_p = p + rdlen;
-	s->rr_owner = p + rdlen;
-	s->rr_left--;
-	s->rr_in_name = AL_RR_OWNER;
-	return AL_LOOP_NEXT;
+	if (s->rr_in_name == AL_RR_CMP)
+		return al_rr_cmp(s);
+	if (p >= s->len || p >= AL_DNS_MSG_MAX)
+		return al_rr_fail(s);
+	if (s->rr_in_name == AL_RR_OWNER)
+		return al_rr_owner(s, p);
+	return al_rr_fixed(s, p);
 }
+
 struct al_learn_ctx {
 	struct al_scratch *s;
 	void *table;                /* the sandbox's learned addresses */
