@@ -349,18 +349,18 @@ Sandbox::Sandbox(const std::string& policy_json, uint32_t extra_flags)
 	auto parsed = airlock::parse_policy_text(policy_json, "test-policy.json");
 	if (!parsed.ok()) {
 		std::string why;
-		for (const auto& e : parsed.errors)
+		for (const auto& e : parsed.rejection().errors)
 			why += "\n  " + e.str();
 		fail("the test's policy does not parse:{}", why);
 	}
-	auto compiled = airlock::compile_policy(*parsed.policy, policy_id_);
-	if (!compiled.compiled) {
+	auto compiled = airlock::compile_policy(*parsed, policy_id_);
+	if (!compiled) {
 		std::string why;
-		for (const auto& e : compiled.errors)
+		for (const auto& e : compiled.rejection().errors)
 			why += "\n  " + e.str();
 		fail("the test's policy does not compile:{}", why);
 	}
-	const auto& c = *compiled.compiled;
+	const auto& c = *compiled;
 	for (uint32_t slot : {kSlot, static_cast<uint32_t>(AL_SLOT_UNKNOWN)})
 		k_.reset_counters(slot);
 	k_.clear_latch(kSlot);

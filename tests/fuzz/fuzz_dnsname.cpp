@@ -126,12 +126,12 @@ void as_policy_domain(std::string_view bytes)
 	bool wildcard = false;
 	std::optional<std::string> want = expected_name(seen, wildcard);
 
-	ParseResult parsed = parse_policy_text(text, "fuzz.json");
+	auto parsed = parse_policy_text(text, "fuzz.json");
 	if (parsed.ok() != want.has_value())
 		broken(want ? "the parser refuses a valid name" : "the parser accepts an invalid name", seen);
 	if (!want)
 		return;
-	const Rule& r = parsed.policy->rules.at(0);
+	const Rule& r = parsed->rules.at(0);
 	check(r.domain == want && r.wildcard == wildcard, "a domain is normalised", seen);
 	const std::string& name = *r.domain;
 
@@ -147,12 +147,12 @@ void as_policy_domain(std::string_view bytes)
 	check(back == name, "name_from_key(name_key_bytes(name)) == name", name);
 
 	// The kernel's key: the name's bytes, then AL_NAME_END for an exact name.
-	CompileResult compiled = compile_policy(*parsed.policy, 1);
+	auto compiled = compile_policy(*parsed, 1);
 	bool fits = key.size() + 1 <= AL_DNS_NAME_BYTES;
 	check(fits == (name.size() <= AL_DNS_NAME_MAX), "AL_DNS_NAME_MAX is what fits AL_DNS_NAME_BYTES", name);
-	check(compiled.compiled.has_value() == fits, "a name compiles exactly when its key fits", name);
+	check(compiled.ok() == fits, "a name compiles exactly when its key fits", name);
 	if (fits) {
-		const CompiledName& e = compiled.compiled->names.at(0);
+		const CompiledName& e = compiled->names.at(0);
 		check(e.value.name_len == key.size() && std::equal(key.begin(), key.end(), e.key.name),
 		      "the compiled key is name_key_bytes", name);
 		check(wildcard || e.key.name[key.size()] == AL_NAME_END, "an exact name's key ends in AL_NAME_END", name);

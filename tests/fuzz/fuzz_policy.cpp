@@ -189,22 +189,24 @@ void check_compiled(const Policy& p, const CompiledPolicy& c)
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
 	std::string_view text(reinterpret_cast<const char*>(data), size);
-	ParseResult parsed = parse_policy_text(text, kFile);
-	check(parsed.ok() == parsed.errors.empty(), "a parse gives a policy or errors");
-	check_errors(parsed.errors);
-	if (!parsed.ok())
+	auto parsed = parse_policy_text(text, kFile);
+	check(parsed.ok() || !parsed.rejection().errors.empty(), "a parse gives a policy or errors");
+	if (!parsed.ok()) {
+		check_errors(parsed.rejection().errors);
 		return 0;
-	const Policy& p = *parsed.policy;
+	}
+	const Policy& p = *parsed;
 	check(p.source == kFile, "a policy knows its file", p.source);
 	for (size_t i = 0; i < p.rules.size(); i++) {
 		check(p.rules[i].index == i, "rules keep their index");
 		if (std::string d = describe(p.rules[i]); !one_line(d))
 			broken("a rule is described in one line", d);
 	}
-	CompileResult compiled = compile_policy(p, kPolicyId);
-	check(compiled.compiled.has_value() == compiled.errors.empty(), "a compile gives entries or errors");
-	check_errors(compiled.errors);
-	if (compiled.compiled)
-		check_compiled(p, *compiled.compiled);
+	auto compiled = compile_policy(p, kPolicyId);
+	check(compiled.ok() || !compiled.rejection().errors.empty(), "a compile gives entries or errors");
+	if (compiled.ok())
+		check_compiled(p, *compiled);
+	else
+		check_errors(compiled.rejection().errors);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include "policy/dnsname.h"
 #include "policy/policy.h"
 #include "policy/suggest.h"
+#include "policy_errors.h"
 
 namespace airlock {
 namespace {
@@ -20,21 +21,21 @@ using nlohmann::json;
 
 Policy parse(const std::string& text)
 {
-	ParseResult r = parse_policy_text(text, "p.json");
-	for (const auto& e : r.errors)
+	auto r = parse_policy_text(text, "p.json");
+	for (const auto& e : errors_in(r))
 		ADD_FAILURE() << e.str() << "\n" << text;
-	return r.policy.value_or(Policy{});
+	return r ? *r : Policy{};
 }
 
 std::vector<std::string> errors_of(const std::string& text)
 {
-	ParseResult r = parse_policy_text(text, "p.json");
+	auto r = parse_policy_text(text, "p.json");
 	std::vector<std::string> out;
-	for (const auto& e : r.errors)
+	for (const auto& e : errors_in(r))
 		out.push_back(e.str());
-	if (r.policy) {
-		auto c = compile_policy(*r.policy, 1);
-		for (const auto& e : c.errors)
+	if (r) {
+		auto c = compile_policy(*r, 1);
+		for (const auto& e : errors_in(c))
 			out.push_back(e.str());
 	}
 	return out;
@@ -49,9 +50,9 @@ std::string doc(const std::string& rules, const std::string& dns = "")
 CompiledPolicy compile_ok(const Policy& p, uint32_t id = 3)
 {
 	auto r = compile_policy(p, id);
-	for (const auto& e : r.errors)
+	for (const auto& e : errors_in(r))
 		ADD_FAILURE() << e.str();
-	return r.compiled.value_or(CompiledPolicy{});
+	return r ? *r : CompiledPolicy{};
 }
 
 std::vector<uint8_t> bytes(const std::string& s)
@@ -343,13 +344,13 @@ TEST(DnsCompileProperty, KernelLookupMatchesTheDefinition)
 		}
 		Policy p = parse(doc(rules));
 		auto cr = compile_policy(p, 5);
-		ASSERT_TRUE(cr.compiled) << rules;
+		ASSERT_TRUE(cr) << rules;
 		for (const auto& name : universe) {
 			for (int port : {1, 53, 80, 443, 1024, 8080}) {
 				for (uint8_t bit : {AL_PROTO_TCP, AL_PROTO_UDP, AL_PROTO_ICMP}) {
 					KernelDecision want = reference_name_decision(p, name, port, bit);
 					KernelDecision got{false, AL_RULE_NONE};
-					if (const al_rule_set* rs = kernel_name_lookup(*cr.compiled, name)) {
+					if (const al_rule_set* rs = kernel_name_lookup(*cr, name)) {
 						for (uint32_t i = 0; i < rs->count; i++) {
 							const al_range& r = rs->ranges[i];
 							if (!(r.proto_mask & bit) || port < r.port_lo || port > r.port_hi)

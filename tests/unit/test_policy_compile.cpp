@@ -14,6 +14,7 @@
 
 #include "policy/compile.h"
 #include "policy/policy.h"
+#include "policy_errors.h"
 
 namespace airlock {
 namespace {
@@ -23,10 +24,10 @@ const KernelDecision kDefaultDeny{false, AL_RULE_NONE};
 
 Policy parse(const std::string& text)
 {
-	ParseResult r = parse_policy_text(text, kFile);
-	for (const auto& e : r.errors)
+	auto r = parse_policy_text(text, kFile);
+	for (const auto& e : errors_in(r))
 		ADD_FAILURE() << e.str() << "\n" << text;
-	return r.policy.value_or(Policy{});
+	return r ? *r : Policy{};
 }
 
 // A policy document from a list of rules and optional top-level extras.
@@ -37,10 +38,10 @@ std::string doc(const std::string& rules, const std::string& extra = "")
 
 CompiledPolicy compile_ok(const Policy& p, uint32_t id)
 {
-	CompileResult r = compile_policy(p, id);
-	for (const auto& e : r.errors)
+	auto r = compile_policy(p, id);
+	for (const auto& e : errors_in(r))
 		ADD_FAILURE() << e.str();
-	return r.compiled.value_or(CompiledPolicy{});
+	return r ? *r : CompiledPolicy{};
 }
 
 Address addr(const char* text)
@@ -393,10 +394,10 @@ TEST(Compile, TooManyRangesIsAnErrorNamingThePrefix)
 
 	Policy one_over = parse(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "ports": )" +
 				    ports_json(AL_MAX_RANGES + 1, 1000) + "}"));
-	CompileResult r = compile_policy(one_over, 1);
-	EXPECT_FALSE(r.compiled);
-	ASSERT_EQ(r.errors.size(), 1u);
-	EXPECT_EQ(r.errors[0].str(), "p.json: rules: 10.0.0.0/8 needs 33 port ranges once less specific rules are "
+	auto r = compile_policy(one_over, 1);
+	EXPECT_FALSE(r);
+	ASSERT_EQ(errors_in(r).size(), 1u);
+	EXPECT_EQ(errors_in(r)[0].str(), "p.json: rules: 10.0.0.0/8 needs 33 port ranges once less specific rules are "
 				     "folded in; the kernel holds 32");
 
 	// Folding: the /8 fits alone, the /16 does not once the /8's ranges join its own.
@@ -404,17 +405,17 @@ TEST(Compile, TooManyRangesIsAnErrorNamingThePrefix)
 				  R"(}, {"action": "deny", "cidr": "10.1.0.0/16", "ports": )" + ports_json(13, 2000) +
 				  R"(}, {"action": "deny", "cidr": "2001:db8::/32", "ports": )" + ports_json(13, 2000) + "}"));
 	r = compile_policy(folded, 1);
-	EXPECT_FALSE(r.compiled);
-	ASSERT_EQ(r.errors.size(), 1u);
-	EXPECT_EQ(r.errors[0].str(), "p.json: rules: 10.1.0.0/16 needs 33 port ranges once less specific rules are "
+	EXPECT_FALSE(r);
+	ASSERT_EQ(errors_in(r).size(), 1u);
+	EXPECT_EQ(errors_in(r)[0].str(), "p.json: rules: 10.1.0.0/16 needs 33 port ranges once less specific rules are "
 				     "folded in; the kernel holds 32");
 
 	// Ranges that a more specific deny shadows are not counted.
 	Policy shadowed = parse(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "ports": )" +
 				    ports_json(40, 1000) + R"(, "protocol": "tcp"}, {"action": "deny", "cidr": "10.1.0.0/16"})"));
 	r = compile_policy(shadowed, 1);
-	ASSERT_EQ(r.errors.size(), 1u);  // the /8 itself still needs 40
-	EXPECT_EQ(r.errors[0].str(), "p.json: rules: 10.0.0.0/8 needs 40 port ranges once less specific rules are "
+	ASSERT_EQ(errors_in(r).size(), 1u);  // the /8 itself still needs 40
+	EXPECT_EQ(errors_in(r)[0].str(), "p.json: rules: 10.0.0.0/8 needs 40 port ranges once less specific rules are "
 				     "folded in; the kernel holds 32");
 }
 
@@ -471,13 +472,13 @@ TEST(Compile, TooManyRules)
 			rules += std::string(i ? "," : "") + R"({"action":"allow","cidr":"10.0.0.0/8"})";
 		return parse(doc(rules));
 	};
-	CompileResult over = compile_policy(many(AL_RULE_NONE), 1);
-	EXPECT_FALSE(over.compiled);
-	ASSERT_EQ(over.errors.size(), 1u);
-	EXPECT_EQ(over.errors[0].str(), "p.json: rules: 65535 rules; at most 65534");
-	CompileResult at = compile_policy(many(AL_RULE_NONE - 1), 1);
-	EXPECT_TRUE(at.compiled);
-	EXPECT_TRUE(at.errors.empty());
+	auto over = compile_policy(many(AL_RULE_NONE), 1);
+	EXPECT_FALSE(over);
+	ASSERT_EQ(errors_in(over).size(), 1u);
+	EXPECT_EQ(errors_in(over)[0].str(), "p.json: rules: 65535 rules; at most 65534");
+	auto at = compile_policy(many(AL_RULE_NONE - 1), 1);
+	EXPECT_TRUE(at);
+	EXPECT_TRUE(errors_in(at).empty());
 }
 
 // ---------------------------------------------------------------------------
@@ -773,24 +774,24 @@ TEST(CompileProperty, KernelLookupMatchesTheDefinition)
 		std::string text = doc(json_rules, g.chance(20) ? R"("mode": "audit", )" : "");
 		SCOPED_TRACE("policy:\n" + text);
 
-		ParseResult parsed = parse_policy_text(text, kFile);
-		ASSERT_TRUE(parsed.ok()) << (parsed.errors.empty() ? "" : parsed.errors[0].str());
-		const Policy& p = *parsed.policy;
+		auto parsed = parse_policy_text(text, kFile);
+		ASSERT_TRUE(parsed.ok()) << (errors_in(parsed).empty() ? "" : errors_in(parsed)[0].str());
+		const Policy& p = *parsed;
 		ASSERT_EQ(p.rules.size(), rules.size());
 
 		uint32_t id = 1 + static_cast<uint32_t>(attempts) * 2654435761u % 100000u;
-		CompileResult c = compile_policy(p, id);
-		if (!c.compiled) {
+		auto c = compile_policy(p, id);
+		if (!c) {
 			// The only way a generated policy can fail.
-			ASSERT_FALSE(c.errors.empty());
-			for (const auto& e : c.errors)
+			ASSERT_FALSE(errors_in(c).empty());
+			for (const auto& e : errors_in(c))
 				ASSERT_NE(e.message.find("port ranges once less specific rules are folded in"), std::string::npos)
 					<< e.str();
 			too_many_ranges++;
 			continue;
 		}
 		compiled++;
-		for (const auto& e : c.compiled->prefixes) {
+		for (const auto& e : c->prefixes) {
 			ASSERT_EQ(e.key.policy_id, id);
 			ASSERT_LE(e.value.count, static_cast<uint32_t>(AL_MAX_RANGES));
 			max_ranges = std::max<long>(max_ranges, e.value.count);
@@ -800,7 +801,7 @@ TEST(CompileProperty, KernelLookupMatchesTheDefinition)
 			Address dst = g.destination(rules);
 			uint16_t port = g.dest_port(rules);
 			for (uint8_t proto : kProtos) {
-				KernelDecision k = kernel_lookup(*c.compiled, id, dst, port, proto);
+				KernelDecision k = kernel_lookup(*c, id, dst, port, proto);
 				KernelDecision ref = reference_decision(p, dst, port, proto);
 				KernelDecision model = model_decision(rules, dst, port, proto);
 				lookups++;
@@ -819,7 +820,7 @@ TEST(CompileProperty, KernelLookupMatchesTheDefinition)
 			}
 		}
 		// Another policy's id never matches these entries.
-		ASSERT_EQ(kernel_lookup(*c.compiled, id + 1, g.destination(rules), 443, AL_PROTO_TCP), kDefaultDeny);
+		ASSERT_EQ(kernel_lookup(*c, id + 1, g.destination(rules), 443, AL_PROTO_TCP), kDefaultDeny);
 		if (mismatches >= 5)
 			break;
 	}

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "policy/policy.h"
+#include "policy_errors.h"
 
 namespace airlock {
 namespace {
@@ -19,9 +20,9 @@ std::string doc(const std::string& extra)
 
 std::vector<std::string> errors_of(const std::string& text)
 {
-	ParseResult r = parse_policy_text(text, "p.json");
+	auto r = parse_policy_text(text, "p.json");
 	std::vector<std::string> out;
-	for (const auto& e : r.errors)
+	for (const auto& e : errors_in(r))
 		out.push_back(e.str());
 	EXPECT_EQ(r.ok(), out.empty()) << text;
 	return out;
@@ -29,10 +30,10 @@ std::vector<std::string> errors_of(const std::string& text)
 
 Policy parse_ok(const std::string& text)
 {
-	ParseResult r = parse_policy_text(text, "p.json");
-	for (const auto& e : r.errors)
+	auto r = parse_policy_text(text, "p.json");
+	for (const auto& e : errors_in(r))
 		ADD_FAILURE() << e.str();
-	return r.policy.value_or(Policy{});
+	return r ? *r : Policy{};
 }
 
 TEST(PolicyFamilies, DefaultIsExactlyInetInet6UnixAndNetlinkRoute)

@@ -10,15 +10,16 @@
 
 #include "policy/compile.h"
 #include "policy/policy.h"
+#include "policy_errors.h"
 
 namespace airlock {
 namespace {
 
 std::vector<std::string> errors_of(const std::string& text)
 {
-	ParseResult r = parse_policy_text(text, "p.json");
+	auto r = parse_policy_text(text, "p.json");
 	std::vector<std::string> out;
-	for (const auto& e : r.errors)
+	for (const auto& e : errors_in(r))
 		out.push_back(e.str());
 	EXPECT_EQ(r.ok(), out.empty()) << text;
 	return out;
@@ -145,11 +146,11 @@ TEST(CompileScale, LargeBlocklistCompilesAndDecidesLikeTheDefinition)
 	for (int i = 0; i < n; i++)
 		rules += R"(, {"action": "deny", "cidr": "10.)" + std::to_string(i / 256) + "." +
 			 std::to_string(i % 256) + R"(.7/32"})";
-	ParseResult pr = parse_policy_text(with_rule(rules), "p.json");
+	auto pr = parse_policy_text(with_rule(rules), "p.json");
 	ASSERT_TRUE(pr.ok());
-	CompileResult cr = compile_policy(*pr.policy, 3);
-	ASSERT_TRUE(cr.compiled) << (cr.errors.empty() ? "" : cr.errors[0].str());
-	ASSERT_EQ(cr.compiled->prefixes.size(), size_t(n) + 1);
+	auto cr = compile_policy(*pr, 3);
+	ASSERT_TRUE(cr) << (errors_in(cr).empty() ? "" : errors_in(cr)[0].str());
+	ASSERT_EQ(cr->prefixes.size(), size_t(n) + 1);
 
 	std::mt19937 rng(20261202);
 	// Both models scan linearly; a few hundred samples keep the test quick.
@@ -161,8 +162,8 @@ TEST(CompileScale, LargeBlocklistCompilesAndDecidesLikeTheDefinition)
 		a.bytes[2] = uint8_t(rng());
 		a.bytes[3] = (rng() % 2) ? 7 : uint8_t(rng());
 		uint16_t port = (rng() % 2) ? 443 : uint16_t(rng());
-		KernelDecision want = reference_decision(*pr.policy, a, port, AL_PROTO_TCP);
-		EXPECT_EQ(kernel_lookup(*cr.compiled, 3, a, port, AL_PROTO_TCP), want) << format_address(a) << ":" << port;
+		KernelDecision want = reference_decision(*pr, a, port, AL_PROTO_TCP);
+		EXPECT_EQ(kernel_lookup(*cr, 3, a, port, AL_PROTO_TCP), want) << format_address(a) << ":" << port;
 	}
 }
 

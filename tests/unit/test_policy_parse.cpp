@@ -10,6 +10,7 @@
 #include "policy/compile.h"
 #include "policy/policy.h"
 #include "policy_text.h"
+#include "policy_errors.h"
 
 namespace airlock {
 namespace {
@@ -437,14 +438,14 @@ TEST(PolicyCollectAll, EveryTopLevelKeyIsChecked)
 
 TEST(PolicyCollectAll, OneBadRuleRejectsTheWholePolicy)
 {
-	ParseResult r = parse_policy_text(with_rule(R"({"action": "allow", "cidr": "10.0.0.0/8"},
+	auto r = parse_policy_text(with_rule(R"({"action": "allow", "cidr": "10.0.0.0/8"},
 		{"action": "allow", "cidr": "10.0.0.0/33"})"),
 					  kFile);
 	EXPECT_FALSE(r.ok());
-	ASSERT_EQ(r.errors.size(), 1u);
-	EXPECT_EQ(r.errors[0].file, "p.json");
-	EXPECT_EQ(r.errors[0].path, "rules/1/cidr");
-	EXPECT_EQ(r.errors[0].message, "'10.0.0.0/33' is not a CIDR");
+	ASSERT_EQ(errors_in(r).size(), 1u);
+	EXPECT_EQ(errors_in(r)[0].file, "p.json");
+	EXPECT_EQ(errors_in(r)[0].path, "rules/1/cidr");
+	EXPECT_EQ(errors_in(r)[0].message, "'10.0.0.0/33' is not a CIDR");
 }
 
 // ---------------------------------------------------------------------------
@@ -480,10 +481,10 @@ TEST(PolicyJsonSyntax, LineAndColumnOfTheOffendingCharacter)
 	};
 	for (const auto& c : cases) {
 		SCOPED_TRACE(c.text);
-		ParseResult r = parse_policy_text(c.text, kFile);
+		auto r = parse_policy_text(c.text, kFile);
 		EXPECT_FALSE(r.ok());
-		ASSERT_EQ(r.errors.size(), 1u);
-		const PolicyError& e = r.errors[0];
+		ASSERT_EQ(errors_in(r).size(), 1u);
+		const PolicyError& e = errors_in(r)[0];
 		EXPECT_EQ(e.file, "p.json:" + std::to_string(c.line) + ":" + std::to_string(c.col));
 		EXPECT_EQ(e.path, "(root)");
 		EXPECT_EQ(e.message.rfind("invalid JSON: ", 0), 0u) << e.message;
@@ -689,18 +690,18 @@ TEST(PolicyFields, Dns)
 TEST(PolicyFile, MissingFile)
 {
 	const std::string path = "/nonexistent-airlock-dir/missing.json";
-	ParseResult r = parse_policy_file(path);
+	auto r = parse_policy_file(path);
 	EXPECT_FALSE(r.ok());
-	ASSERT_EQ(r.errors.size(), 1u);
-	EXPECT_EQ(r.errors[0].str(), path + ": (root): cannot read: No such file or directory");
+	ASSERT_EQ(errors_in(r).size(), 1u);
+	EXPECT_EQ(errors_in(r)[0].str(), path + ": (root): cannot read: No such file or directory");
 }
 
 TEST(PolicyFile, ErrorsNameThePath)
 {
 	const std::string path = std::string(AIRLOCK_SOURCE_DIR) + "/policies/default.json";
-	ParseResult r = parse_policy_file(path);
+	auto r = parse_policy_file(path);
 	ASSERT_TRUE(r.ok());
-	EXPECT_EQ(r.policy->source, path);
+	EXPECT_EQ(r->source, path);
 }
 
 TEST(PolicyFile, EveryBundledPolicyParsesAndCompiles)
@@ -715,12 +716,12 @@ TEST(PolicyFile, EveryBundledPolicyParsesAndCompiles)
 			continue;
 		seen++;
 		SCOPED_TRACE(entry.path().string());
-		ParseResult r = parse_policy_file(entry.path().string());
-		for (const auto& e : r.errors)
+		auto r = parse_policy_file(entry.path().string());
+		for (const auto& e : errors_in(r))
 			ADD_FAILURE() << e.str();
 		ASSERT_TRUE(r.ok());
-		EXPECT_FALSE(r.policy->rules.empty());
-		CompileResult c = compile_policy(*r.policy, id++);
+		EXPECT_FALSE(r->rules.empty());
+		auto c = compile_policy(*r, id++);
 		for (const auto& e : c.errors)
 			ADD_FAILURE() << e.str();
 		EXPECT_TRUE(c.compiled.has_value());

@@ -71,25 +71,25 @@ TEST(PolicyWorld, ARedirectToASimulatorIsTheKernelsAndCompilesToItsTarget)
 		EXPECT_FALSE(p.rules[i].through_proxy()) << i;
 	}
 	auto c = compile_policy(p, 7);
-	ASSERT_TRUE(c.compiled);
-	ASSERT_EQ(c.compiled->targets.size(), 3u);
-	EXPECT_EQ(c.compiled->targets[0].first, 1);
-	EXPECT_EQ(c.compiled->targets[0].second.family, AL_FAMILY_IPV4);
-	EXPECT_EQ(c.compiled->targets[0].second.port, 2525);
-	EXPECT_EQ(format_address(from_raw(AL_FAMILY_IPV4, c.compiled->targets[0].second.addr)), "127.0.0.1");
+	ASSERT_TRUE(c);
+	ASSERT_EQ(c->targets.size(), 3u);
+	EXPECT_EQ(c->targets[0].first, 1);
+	EXPECT_EQ(c->targets[0].second.family, AL_FAMILY_IPV4);
+	EXPECT_EQ(c->targets[0].second.port, 2525);
+	EXPECT_EQ(format_address(from_raw(AL_FAMILY_IPV4, c->targets[0].second.addr)), "127.0.0.1");
 	// A v4-mapped target is IPv4, as the kernel routes it.
-	EXPECT_EQ(c.compiled->targets[1].first, 2);
-	EXPECT_EQ(c.compiled->targets[1].second.family, AL_FAMILY_IPV4);
-	EXPECT_EQ(format_address(from_raw(AL_FAMILY_IPV4, c.compiled->targets[1].second.addr)), "127.0.0.1");
-	EXPECT_EQ(c.compiled->targets[2].second.family, AL_FAMILY_IPV6);
-	EXPECT_EQ(format_address(from_raw(AL_FAMILY_IPV6, c.compiled->targets[2].second.addr)), "fd00::5");
-	EXPECT_EQ(c.compiled->targets[2].second.port, 80);
+	EXPECT_EQ(c->targets[1].first, 2);
+	EXPECT_EQ(c->targets[1].second.family, AL_FAMILY_IPV4);
+	EXPECT_EQ(format_address(from_raw(AL_FAMILY_IPV4, c->targets[1].second.addr)), "127.0.0.1");
+	EXPECT_EQ(c->targets[2].second.family, AL_FAMILY_IPV6);
+	EXPECT_EQ(format_address(from_raw(AL_FAMILY_IPV6, c->targets[2].second.addr)), "fd00::5");
+	EXPECT_EQ(c->targets[2].second.port, 80);
 	// The egress program looks a socket's origin up for a target only in a
 	// sandbox that has one.
-	EXPECT_EQ(c.compiled->sandbox_flags & AL_SB_TARGETS, static_cast<uint32_t>(AL_SB_TARGETS));
+	EXPECT_EQ(c->sandbox_flags & AL_SB_TARGETS, static_cast<uint32_t>(AL_SB_TARGETS));
 	auto world = compile_policy(parse_ok(doc(R"({"action": "redirect", "cidr": "0.0.0.0/0", "to": "world"})")), 7);
-	ASSERT_TRUE(world.compiled);
-	EXPECT_EQ(world.compiled->sandbox_flags & AL_SB_TARGETS, 0u);
+	ASSERT_TRUE(world);
+	EXPECT_EQ(world->sandbox_flags & AL_SB_TARGETS, 0u);
 }
 
 TEST(PolicyWorld, RedirectErrorsNameTheirPath)
@@ -175,10 +175,10 @@ TEST(PolicyWorld, AGatedRuleIsARedirectOfTcpInTheKernel)
 				    "tls": {"sni": "require"}},
 				    {"action": "allow", "domain": "example.org", "ports": [443], "protocol": "tcp"})"));
 	auto c = compile_policy(p, 1);
-	ASSERT_TRUE(c.compiled);
+	ASSERT_TRUE(c);
 	EXPECT_EQ(reference_name_decision(p, "pypi.org", 443, AL_PROTO_TCP), (KernelDecision{false, 0, true}));
 	EXPECT_EQ(reference_name_decision(p, "example.org", 443, AL_PROTO_TCP), (KernelDecision{true, 1, false}));
-	const al_rule_set* rs = kernel_name_lookup(*c.compiled, "pypi.org");
+	const al_rule_set* rs = kernel_name_lookup(*c, "pypi.org");
 	ASSERT_NE(rs, nullptr);
 	ASSERT_EQ(rs->count, 1u);
 	EXPECT_EQ(rs->ranges[0].action, AL_ACTION_REDIRECT);
@@ -234,8 +234,8 @@ TEST(PolicyWorld, RedirectSitsBetweenDenyAndAllow)
 				    {"action": "redirect", "domain": "a.example", "to": "world"},
 				    {"action": "allow", "domain": "b.a.example"})"));
 	auto compiled = compile_policy(p, 7);
-	ASSERT_TRUE(compiled.compiled);
-	const CompiledPolicy& c = *compiled.compiled;
+	ASSERT_TRUE(compiled);
+	const CompiledPolicy& c = *compiled;
 	auto at = [&](const char* a, uint16_t port) {
 		return kernel_lookup(c, 7, *parse_address(a), port, AL_PROTO_TCP);
 	};
@@ -263,15 +263,15 @@ TEST(PolicyWorld, ASynthesizingWorldTakesEveryQueryAndItsAddresses)
 	std::string rule = R"({"action": "redirect", "cidr": "203.0.113.0/24", "to": "world"})";
 	Policy p = parse_ok(doc(rule));
 	auto c = compile_policy(p, 1);
-	ASSERT_TRUE(c.compiled);
-	EXPECT_TRUE(c.compiled->dns.flags & AL_DNS_WORLD);
+	ASSERT_TRUE(c);
+	EXPECT_TRUE(c->dns.flags & AL_DNS_WORLD);
 	ASSERT_EQ(p.rules.size(), 2u);
 	EXPECT_EQ(describe(p.rules[1]), "redirect 198.18.0.0/15 to world");
 
 	Policy r = parse_ok(doc(rule, R"(, "world": {"dns": "resolvers"}, "dns": {"resolvers": ["10.0.0.53"]})"));
 	auto rc = compile_policy(r, 1);
-	ASSERT_TRUE(rc.compiled);
-	EXPECT_FALSE(rc.compiled->dns.flags & AL_DNS_WORLD);
+	ASSERT_TRUE(rc);
+	EXPECT_FALSE(rc->dns.flags & AL_DNS_WORLD);
 	EXPECT_EQ(r.rules.size(), 1u);
 
 	EXPECT_EQ(errors_of(doc(rule, R"(, "dns": {"resolvers": ["10.0.0.53"]})")),
@@ -286,8 +286,8 @@ TEST(PolicyWorld, QueriesLeaveOnlyWhereTheWorldDoesNotAnswerThem)
 	auto query_flag = [](const std::string& extra, const std::string& to) {
 		Policy p = parse_ok(doc(R"({"action": "redirect", "domain": "x.example", "to": ")" + to + "\"}", extra));
 		auto c = compile_policy(p, 1);
-		EXPECT_TRUE(c.compiled);
-		const al_rule_set* rs = c.compiled ? kernel_name_lookup(*c.compiled, "x.example") : nullptr;
+		EXPECT_TRUE(c);
+		const al_rule_set* rs = c ? kernel_name_lookup(*c, "x.example") : nullptr;
 		return rs && (rs->flags & AL_RS_QUERY);
 	};
 	EXPECT_FALSE(query_flag("", "world"));

@@ -13,6 +13,7 @@
 #include "policy/compile.h"
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
+#include "policy_errors.h"
 
 namespace airlock {
 namespace {
@@ -21,9 +22,9 @@ using Lines = std::vector<std::string>;
 
 Lines policy_errors(const std::string& text)
 {
-	ParseResult r = parse_policy_text(text, "p.json");
+	auto r = parse_policy_text(text, "p.json");
 	Lines out;
-	for (const auto& e : r.errors)
+	for (const auto& e : errors_in(r))
 		out.push_back(e.str());
 	return out;
 }
@@ -103,19 +104,19 @@ TEST(Regressions, ConfigMessagesAreAscii)
 // comparing bytes, matched it.
 TEST(Regressions, UnixModelMatchesBytesAboveAscii)
 {
-	ParseResult r = parse_policy_text(R"({"version": 1, "name": "t", "rules": [
+	auto r = parse_policy_text(R"({"version": 1, "name": "t", "rules": [
 		{"action": "allow", "unix": "@session\u04d6us"},
 		{"action": "allow", "unix": "/run/\u00e9t\u00e9/*"},
 		{"action": "refuse", "unix": "@*"}]})",
 					  "p.json");
 	ASSERT_TRUE(r.ok());
-	auto c = compile_policy(*r.policy, 1);
-	ASSERT_TRUE(c.compiled);
+	auto c = compile_policy(*r, 1);
+	ASSERT_TRUE(c);
 	const std::string abstract = "session\xd3\x96us", named = "/run/\xc3\xa9t\xc3\xa9/x.sock";
-	EXPECT_EQ(kernel_unix_lookup(*c.compiled, true, abstract), (KernelDecision{true, 0}));
-	EXPECT_EQ(kernel_unix_lookup(*c.compiled, false, named), (KernelDecision{true, 1}));
-	EXPECT_EQ(reference_unix_decision(*r.policy, true, abstract), (KernelDecision{true, 0}));
-	EXPECT_EQ(reference_unix_decision(*r.policy, false, named), (KernelDecision{true, 1}));
+	EXPECT_EQ(kernel_unix_lookup(*c, true, abstract), (KernelDecision{true, 0}));
+	EXPECT_EQ(kernel_unix_lookup(*c, false, named), (KernelDecision{true, 1}));
+	EXPECT_EQ(reference_unix_decision(*r, true, abstract), (KernelDecision{true, 0}));
+	EXPECT_EQ(reference_unix_decision(*r, false, named), (KernelDecision{true, 1}));
 }
 
 // Found by the sanitized build, where one unit test took minutes:

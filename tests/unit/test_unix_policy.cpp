@@ -8,34 +8,35 @@
 
 #include "policy/compile.h"
 #include "policy/policy.h"
+#include "policy_errors.h"
 
 namespace airlock {
 namespace {
 
 std::vector<std::string> errors_of(const std::string& rules)
 {
-	ParseResult r = parse_policy_text(R"({"version": 1, "name": "t", "rules": [)" + rules + "]}", "p.json");
+	auto r = parse_policy_text(R"({"version": 1, "name": "t", "rules": [)" + rules + "]}", "p.json");
 	std::vector<std::string> out;
-	for (const auto& e : r.errors)
+	for (const auto& e : errors_in(r))
 		out.push_back(e.str());
 	return out;
 }
 
 Policy parse(const std::string& rules)
 {
-	ParseResult r = parse_policy_text(R"({"version": 1, "name": "t", "rules": [)" + rules + "]}", "p.json");
-	for (const auto& e : r.errors)
+	auto r = parse_policy_text(R"({"version": 1, "name": "t", "rules": [)" + rules + "]}", "p.json");
+	for (const auto& e : errors_in(r))
 		ADD_FAILURE() << e.str();
-	return r.policy.value_or(Policy{});
+	return r ? *r : Policy{};
 }
 
 TEST(UnixPolicy, ARuleNamingABuiltInProbeReplacesIt)
 {
 	Policy p = parse(R"({"action": "allow", "unix": "/run/nscd/socket"})");
 	auto c = compile_policy(p, 1);
-	ASSERT_TRUE(c.compiled);
-	EXPECT_EQ(c.compiled->unix_rules.size(), 3u);
-	EXPECT_EQ(kernel_unix_lookup(*c.compiled, false, "/run/nscd/socket"), (KernelDecision{true, 0}));
+	ASSERT_TRUE(c);
+	EXPECT_EQ(c->unix_rules.size(), 3u);
+	EXPECT_EQ(kernel_unix_lookup(*c, false, "/run/nscd/socket"), (KernelDecision{true, 0}));
 	EXPECT_EQ(reference_unix_decision(p, false, "/run/nscd/socket"), (KernelDecision{true, 0}));
 	auto errs = errors_of(R"({"action": "refuse", "cidr": "10.0.0.0/8"})");
 	ASSERT_EQ(errs.size(), 1u);
@@ -106,9 +107,9 @@ TEST(UnixPolicy, CompiledEntriesMatchTheDefinition)
 			    {"action": "deny", "unix": "@svc-admin"},
 			    {"action": "deny", "unix": "/*"})");
 	auto c = compile_policy(p, 7);
-	ASSERT_TRUE(c.compiled);
+	ASSERT_TRUE(c);
 	// The two docker.sock rules are one entry; three built-in refusals.
-	EXPECT_EQ(c.compiled->unix_rules.size(), 10u);
+	EXPECT_EQ(c->unix_rules.size(), 10u);
 	struct Probe {
 		bool abstract;
 		std::string bytes;
@@ -130,7 +131,7 @@ TEST(UnixPolicy, CompiledEntriesMatchTheDefinition)
 	};
 	for (const auto& pr : probes) {
 		EXPECT_EQ(reference_unix_decision(p, pr.abstract, pr.bytes), pr.want) << pr.bytes;
-		EXPECT_EQ(kernel_unix_lookup(*c.compiled, pr.abstract, pr.bytes), pr.want) << pr.bytes;
+		EXPECT_EQ(kernel_unix_lookup(*c, pr.abstract, pr.bytes), pr.want) << pr.bytes;
 	}
 }
 

@@ -39,15 +39,16 @@ int cmd_policy_check(const std::vector<std::string>& files)
 	int bad = 0;
 	for (const auto& f : files) {
 		auto res = parse_policy_file(f);
-		std::vector<PolicyError> errors = res.errors;
-		if (res.policy) {
-			auto c = compile_policy(*res.policy, 1);
-			errors.insert(errors.end(), c.errors.begin(), c.errors.end());
+		std::vector<PolicyError> errors = res ? std::vector<PolicyError>{} : res.rejection().errors;
+		if (res) {
+			auto c = compile_policy(*res, 1);
+			if (!c)
+				errors = c.rejection().errors;
 		}
 		for (const auto& e : errors)
 			fmt::print(stderr, "{}\n", e.str());
 		if (errors.empty())
-			fmt::print("{}: ok ({} rules)\n", f, res.policy->rules.size());
+			fmt::print("{}: ok ({} rules)\n", f, res->rules.size());
 		else
 			bad++;
 	}
@@ -57,18 +58,18 @@ int cmd_policy_check(const std::vector<std::string>& files)
 int cmd_policy_show(const std::string& file)
 {
 	auto res = parse_policy_file(file);
-	if (!res.policy) {
-		for (const auto& e : res.errors)
+	if (!res) {
+		for (const auto& e : res.rejection().errors)
 			fmt::print(stderr, "{}\n", e.str());
 		return kExitFailure;
 	}
-	auto c = compile_policy(*res.policy, 1);
-	if (!c.compiled) {
-		for (const auto& e : c.errors)
+	auto c = compile_policy(*res, 1);
+	if (!c) {
+		for (const auto& e : c.rejection().errors)
 			fmt::print(stderr, "{}\n", e.str());
 		return kExitFailure;
 	}
-	const Policy& p = *res.policy;
+	const Policy& p = *res;
 	fmt::print("policy {} mode {} on_violation {}\n", p.name, to_string(p.mode), to_string(p.on_violation));
 	// Where each rule is decided: in the kernel alone, or (redirects, the
 	// SNI gate) by the proxy the kernel hands the connection to.
@@ -84,15 +85,15 @@ int cmd_policy_show(const std::string& file)
 			   p.world->synthesize_dns ? "synthesized (198.18.0.0/15, nothing leaves)" : "to the resolvers",
 			   p.world->responses.size(), p.world->responses.size() == 1 ? "" : "s");
 	}
-	fmt::print("kernel entries ({}), first matching range decides:\n", c.compiled->prefixes.size());
-	for (const auto& e : c.compiled->prefixes) {
+	fmt::print("kernel entries ({}), first matching range decides:\n", c->prefixes.size());
+	for (const auto& e : c->prefixes) {
 		Address a = from_raw(static_cast<uint8_t>(e.key.family), e.key.addr);
 		fmt::print("  {}/{}\n", format_address(a), e.key.prefixlen - AL_LPM_FIXED_BITS);
 		print_ranges(e.value);
 	}
 	fmt::print("name entries ({}), the most specific name decides, then the first matching range:\n",
-		   c.compiled->names.size());
-	for (const auto& e : c.compiled->names) {
+		   c->names.size());
+	for (const auto& e : c->names) {
 		auto name = name_from_key(e.key.name, e.value.name_len);
 		bool wildcard = e.value.flags & AL_RS_WILDCARD;
 		fmt::print("  {}{}{}\n", wildcard ? "*." : "", name ? *name : "?",
@@ -100,9 +101,9 @@ int cmd_policy_show(const std::string& file)
 		print_ranges(e.value);
 	}
 	fmt::print("unix entries ({}), an exact path, else the longest prefix; none: deny{}:\n",
-		   c.compiled->unix_rules.size(),
+		   c->unix_rules.size(),
 		   allows_outside_abstract(p) ? "" : " (abstract names: the sandbox's own, where Landlock scopes them)");
-	for (const auto& e : c.compiled->unix_rules) {
+	for (const auto& e : c->unix_rules) {
 		const char* action = e.value.action == AL_ACTION_ALLOW    ? "allow"
 				     : e.value.action == AL_ACTION_REFUSE ? "refuse"
 									  : "deny";

@@ -412,8 +412,8 @@ std::optional<proxy::Origin> lookup_connection(int origin_fd, uint32_t slot, int
 int cmd_proxy(const ProxyCommand& c)
 {
 	auto parsed = parse_policy_file(c.policy_file);
-	if (!parsed.policy)
-		fail("{}", parsed.errors.front().str());
+	if (!parsed)
+		fail("{}", parsed.rejection().first());
 	check_fd(c.records_fd, "--records-fd", false);
 	check_fd(c.origin_fd, "--origin-fd", false);
 	if (c.listen_fds.empty())
@@ -427,7 +427,7 @@ int cmd_proxy(const ProxyCommand& c)
 	o.sandbox = c.sandbox;
 	o.listen_fds = c.listen_fds;
 	o.records_fd = c.records_fd;
-	o.world = parsed.policy->world.value_or(WorldPolicy{});
+	o.world = parsed->world.value_or(WorldPolicy{});
 	if (c.ca_fd >= 0) {
 		// Read before the filter (OpenSSL loads its configuration here too);
 		// the key's bytes are wiped once parsed.
@@ -477,7 +477,7 @@ int cmd_proxy(const ProxyCommand& c)
 		if (c.control_fd < 0)
 			fail("--learned-fd: the SNI gate needs --control-fd too");
 		check_fd(c.learned_fd, "--learned-fd", false);
-		gate = std::make_shared<AgentGate>(io, *parsed.policy, c.control_fd, c.learned_fd);
+		gate = std::make_shared<AgentGate>(io, *parsed, c.control_fd, c.learned_fd);
 		o.gate = gate;
 	}
 	proxy::WorldRecorder recorder(io, o,

@@ -511,7 +511,7 @@ void Daemon::supervise(const SandboxRecord& r, int pid_hint)
 		k_.emplace(kernel::Kernel::adopt(paths_.bpf_dir));
 	// The policy text the live bank was compiled from names the rules in events.
 	auto parsed = parse_policy_file(paths_.policy_copy(r.name, r.bank));
-	auto sup = std::make_unique<Supervisor>(*k_, paths_, r, parsed.policy.value_or(Policy{}));
+	auto sup = std::make_unique<Supervisor>(*k_, paths_, r, parsed ? *parsed : Policy{});
 	policies_.watch_file(r.policy_file);
 	if (metrics_) {
 		sup->on_frozen = [m = metrics_](double s) { m->freeze_latency(s); };

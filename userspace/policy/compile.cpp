@@ -369,9 +369,9 @@ std::optional<KernelDecision> reference_unix_decision(const Policy& p, bool abst
 	return KernelDecision{best->action == Action::Allow, static_cast<uint16_t>(best->index)};
 }
 
-CompileResult compile_policy(const Policy& p, uint32_t policy_id)
+Result<CompiledPolicy, PolicyRejection> compile_policy(const Policy& p, uint32_t policy_id)
 {
-	CompileResult res;
+	std::vector<PolicyError> errors;
 	CompiledPolicy c;
 	if (p.mode == Mode::Audit)
 		c.sandbox_flags |= AL_SB_AUDIT;
@@ -403,7 +403,7 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 			cidr_rules.push_back(&r);  // domain rules: compile_names
 	}
 	if (c.targets.size() > AL_TARGETS_MAX / (2 * 4))
-		res.errors.push_back({p.source, "rules",
+		errors.push_back({p.source, "rules",
 				  fmt::format("{} redirects to HOST:PORT; a policy may have at most {}", c.targets.size(),
 					      AL_TARGETS_MAX / (2 * 4))});
 
@@ -431,7 +431,7 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 
 		std::vector<al_range> ranges = ranges_of(covering);
 		if (ranges.size() > AL_MAX_RANGES) {
-			res.errors.push_back({p.source, "rules",
+			errors.push_back({p.source, "rules",
 					      fmt::format("{} needs {} port ranges once less specific rules are folded in; "
 							  "the kernel holds {}",
 							  format_cidr(prefix), ranges.size(), AL_MAX_RANGES)});
@@ -447,17 +447,17 @@ CompileResult compile_policy(const Policy& p, uint32_t policy_id)
 		c.prefixes.push_back(e);
 	}
 	if (p.rules.size() >= AL_RULE_NONE)
-		res.errors.push_back({p.source, "rules", fmt::format("{} rules; at most {}", p.rules.size(), AL_RULE_NONE - 1)});
+		errors.push_back({p.source, "rules", fmt::format("{} rules; at most {}", p.rules.size(), AL_RULE_NONE - 1)});
 	if (c.prefixes.size() > AL_MAX_PREFIXES / 4)
-		res.errors.push_back({p.source, "rules",
+		errors.push_back({p.source, "rules",
 				      fmt::format("{} distinct prefixes; one sandbox may use at most {}", c.prefixes.size(),
 						  AL_MAX_PREFIXES / 4)});
-	compile_names(p, policy_id, c, res.errors);
-	compile_unix(p, policy_id, c, res.errors);
-	compile_dns(p, c, res.errors);
-	if (res.errors.empty())
-		res.compiled = std::move(c);
-	return res;
+	compile_names(p, policy_id, c, errors);
+	compile_unix(p, policy_id, c, errors);
+	compile_dns(p, c, errors);
+	if (!errors.empty())
+		return PolicyRejection{std::move(errors)};
+	return c;
 }
 
 KernelDecision kernel_lookup(const CompiledPolicy& c, uint32_t policy_id, const Address& dst, uint16_t port,

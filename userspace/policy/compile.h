@@ -45,12 +45,9 @@ struct CompiledPolicy {
 	std::vector<std::pair<uint16_t, al_target>> targets;
 };
 
-struct CompileResult {
-	std::optional<CompiledPolicy> compiled;
-	std::vector<PolicyError> errors;
-};
-
-CompileResult compile_policy(const Policy& p, uint32_t policy_id);
+// Entries for the kernel, or every reason the policy does not fit in them
+// (too many port ranges for a prefix, a name too long for a key, ...).
+Result<CompiledPolicy, PolicyRejection> compile_policy(const Policy& p, uint32_t policy_id);
 
 struct KernelDecision {
 	bool allowed = false;

@@ -63,19 +63,15 @@ void Parser::header(const json& doc, Policy& p)
 	}
 }
 
-ParseResult Parser::document(std::string_view text)
+Result<Policy, PolicyRejection> Parser::document(std::string_view text)
 {
-	ParseResult res;
 	auto parsed = parse_json_checked(text, file_, errors_);
-	if (!parsed) {
-		res.errors = errors_;
-		return res;
-	}
+	if (!parsed)
+		return PolicyRejection{errors_};
 	json doc = std::move(*parsed);
 	if (!doc.is_object()) {
 		error("", fmt::format("expected an object, got {}", json_type_name(doc)));
-		res.errors = errors_;
-		return res;
+		return PolicyRejection{errors_};
 	}
 	Policy p;
 	p.source = file_;
@@ -126,10 +122,9 @@ ParseResult Parser::document(std::string_view text)
 		if (expect(u, "io_uring", u.is_boolean(), "a boolean"))
 			p.io_uring = u.get<bool>();
 	}
-	res.errors = errors_;
-	if (errors_.empty())
-		res.policy = std::move(p);
-	return res;
+	if (!errors_.empty())
+		return PolicyRejection{errors_};
+	return p;
 }
 
 }  // namespace airlock::policy_parse
@@ -138,25 +133,19 @@ namespace airlock {
 
 using policy_parse::Parser;
 
-ParseResult parse_policy_text(std::string_view text, const std::string& file_label)
+Result<Policy, PolicyRejection> parse_policy_text(std::string_view text, const std::string& file_label)
 {
 	return Parser(file_label).document(text);
 }
 
-ParseResult parse_policy_file(const std::string& path)
+Result<Policy, PolicyRejection> parse_policy_file(const std::string& path)
 {
 	std::error_code ec;
-	if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-		ParseResult res;
-		res.errors.push_back({path, "(root)", "is not a regular file"});
-		return res;
-	}
+	if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+		return PolicyRejection{{{path, "(root)", "is not a regular file"}}};
 	std::ifstream in(path, std::ios::binary);
-	if (!in) {
-		ParseResult res;
-		res.errors.push_back({path, "(root)", fmt::format("cannot read: {}", std::strerror(errno))});
-		return res;
-	}
+	if (!in)
+		return PolicyRejection{{{path, "(root)", fmt::format("cannot read: {}", std::strerror(errno))}}};
 	std::ostringstream ss;
 	ss << in.rdbuf();
 	return parse_policy_text(ss.str(), path);

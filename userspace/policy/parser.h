@@ -28,7 +28,7 @@ class Parser {
 public:
 	explicit Parser(std::string file) : file_(std::move(file)) {}
 
-	ParseResult document(std::string_view text);
+	Result<Policy, PolicyRejection> document(std::string_view text);
 
 	void error(const std::string& path, std::string message)
 	{

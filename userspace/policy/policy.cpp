@@ -15,6 +15,14 @@ std::string PolicyError::str() const
 	return fmt::format("{}: {}: {}", file, path, message);
 }
 
+Rejection PolicyRejection::lines() const
+{
+	Rejection r;
+	for (const auto& e : errors)
+		r.lines.push_back(e.str());
+	return r;
+}
+
 const char* to_string(Mode m) { return m == Mode::Enforce ? "enforce" : "audit"; }
 const char* to_string(OnViolation v)
 {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "net/address.h"
+#include "util/result.h"
 
 namespace airlock {
 
@@ -165,13 +166,16 @@ struct PolicyError {
 	std::string str() const;  // "FILE: PATH: MESSAGE"
 };
 
-struct ParseResult {
-	std::optional<Policy> policy;
+// Why a policy was not read or not compiled: every mistake, not just the
+// first (never empty), each with its file and JSON path.
+struct PolicyRejection {
 	std::vector<PolicyError> errors;
-	bool ok() const { return policy.has_value(); }
+	std::string first() const { return errors.front().str(); }
+	// "FILE: PATH: MESSAGE" each: the rejection as a command shows it.
+	Rejection lines() const;
 };
 
-ParseResult parse_policy_text(std::string_view text, const std::string& file_label);
+Result<Policy, PolicyRejection> parse_policy_text(std::string_view text, const std::string& file_label);
 
 // JSON read as policy files are read: a syntax error is one error with its
 // line and column (and nullopt), every repeated key an error of its own.
@@ -179,7 +183,7 @@ std::optional<nlohmann::json> parse_json_checked(std::string_view text, const st
 						 std::vector<PolicyError>& errors);
 // "a string", "an integer", "an object", ... for "expected X, got Y".
 std::string json_type_name(const nlohmann::json& v);
-ParseResult parse_policy_file(const std::string& path);
+Result<Policy, PolicyRejection> parse_policy_file(const std::string& path);
 
 // Unix sockets every program probes (glibc's nscd client, nss-systemd's
 // user database): refused without a violation unless a rule names them

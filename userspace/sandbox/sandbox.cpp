@@ -27,15 +27,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<std::string> lines_of(const std::vector<PolicyError>& errors)
-{
-	std::vector<std::string> out;
-	out.reserve(errors.size());
-	for (const auto& e : errors)
-		out.push_back(e.str());
-	return out;
-}
-
 // Ends (SOCK_DESTROY) the TCP sockets left in the sandbox's cgroups, and
 // those egress marked as its own when it refused one of their packets
 // (al_sk_held: one made in a child cgroup removed since), in each of the
@@ -72,9 +63,9 @@ void end_sockets(const kernel::Kernel& k, const SandboxRecord& r, const std::vec
 CompiledPolicy compile_or_fail(const Policy& p, uint32_t policy_id)
 {
 	auto res = compile_policy(p, policy_id);
-	if (!res.compiled)
-		fail("policy '{}' does not compile: {}", p.name, lines_of(res.errors).front());
-	return *res.compiled;
+	if (!res)
+		fail("policy '{}' does not compile: {}", p.name, res.rejection().first());
+	return *res;
 }
 
 al_sandbox entry_for(uint32_t slot, uint32_t policy_id, const CompiledPolicy& c, const SandboxRecord& r)
@@ -110,12 +101,12 @@ void copy_policy(const Paths& paths, const std::string& name, unsigned bank, con
 Result<Policy> load_policy(const std::string& file)
 {
 	auto res = parse_policy_file(file);
-	if (!res.policy)
-		return Rejection{lines_of(res.errors)};
+	if (!res)
+		return res.rejection().lines();
 	// Compile once for the errors only the compiler finds (kernel limits).
-	if (auto c = compile_policy(*res.policy, 1); !c.compiled)
-		return Rejection{lines_of(c.errors)};
-	return *res.policy;
+	if (auto c = compile_policy(*res, 1); !c)
+		return c.rejection().lines();
+	return *res;
 }
 
 std::optional<Policy> load_policy_or_report(const std::string& file)

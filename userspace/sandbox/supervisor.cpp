@@ -152,8 +152,8 @@ void Supervisor::on_event(const al_event& e, const al_dns_event* dns, const al_u
 	if (e.policy_id && e.policy_id != policy_id_of(rec_.slot, rec_.bank)) {
 		if (auto r = load_record(paths_, rec_.name)) {
 			rec_ = *r;
-			if (auto p = parse_policy_file(paths_.policy_copy(rec_.name, rec_.bank)); p.policy)
-				policy_ = *p.policy;
+			if (auto p = parse_policy_file(paths_.policy_copy(rec_.name, rec_.bank)))
+				policy_ = *p;
 		}
 	}
 	json j = dns ? dns_json(*dns) : ux ? unix_json(*ux) : decision_json(e);
@@ -245,8 +245,8 @@ void Supervisor::refresh()
 	if (!r)
 		return;
 	rec_ = *r;
-	if (auto parsed = parse_policy_file(paths_.policy_copy(rec_.name, rec_.bank)); parsed.policy)
-		policy_ = *parsed.policy;
+	if (auto parsed = parse_policy_file(paths_.policy_copy(rec_.name, rec_.bank)))
+		policy_ = *parsed;
 }
 
 void Supervisor::follow_outside_reload()
