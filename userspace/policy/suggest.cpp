@@ -78,36 +78,33 @@ std::optional<std::string> unix_bytes(const std::string& logged)
 	return out;
 }
 
-}  // namespace
-
-Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& o)
-{
-	Suggestion s;
+// What an audit log shows a sandbox did, line by line.
+struct Seen {
 	std::set<std::string> resolvers, types;
 	// address -> the name whose answer gave it last: the kernel judges a
 	// shared address by that name's rules, and so does the suggestion.
 	std::map<std::string, std::string> name_of;
-	std::set<std::string> queried;                           // names let out (or that would have been)
+	std::set<std::string> queried;  // names let out (or that would have been)
 	// (name or address, protocol) -> ports
 	std::map<std::pair<std::string, std::string>, std::set<int>> by_name, by_addr;
 	std::set<std::tuple<std::string, std::string, int>> flows;
 	std::set<std::string> unix_targets;  // "/path" or "@name", as bytes
 	uint64_t families = kDefaultFamilies;
+	std::vector<std::string> notes;  // what was not turned into a rule
 
-	for (const auto& j : lines) {
-		if (!j.is_object() || (!o.sandbox.empty() && str(j, "sandbox") != o.sandbox))
-			continue;
+	void read(const json& j)
+	{
 		std::string event = str(j, "event");
 		if (event == "dns-answer") {
 			if (j.value("dropped", false))
-				continue;
+				return;
 			std::string name = str(j, "qname"), addr = str(j, "addr");
 			if (!name.empty() && !addr.empty())
 				name_of[addr] = name;
-			continue;
+			return;
 		}
 		if (event != "decision")
-			continue;
+			return;
 		std::string verdict = str(j, "verdict");
 		if (str(j, "hook") == "socket" && verdict != "allow") {
 			// A socket of a family the policy does not list: the
@@ -117,24 +114,24 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 					 ? family_number(j["socket_family"].get<std::string>())
 					 : -1;
 			if (af < 0)
-				s.notes.emplace_back("a socket of a family airlock has no name for was not turned into a rule");
+				notes.emplace_back("a socket of a family airlock has no name for was not turned into a rule");
 			else
 				families |= 1ull << af;
-			continue;
+			return;
 		}
 		if (verdict != "audit" && verdict != "allow")
-			continue;
+			return;
 		if (is_unix_hook(str(j, "hook"))) {
 			auto bytes = unix_bytes(str(j, "dst"));
 			if (str(j, "dst").empty() || !bytes)
-				s.notes.emplace_back("a unix socket whose address could not be read was not turned into a rule");
+				notes.emplace_back("a unix socket whose address could not be read was not turned into a rule");
 			else if (bytes->size() > 1 && bytes->back() == '*')
-				s.notes.emplace_back(fmt::format("unix socket {}: an address ending in '*' reads as a prefix "
+				notes.emplace_back(fmt::format("unix socket {}: an address ending in '*' reads as a prefix "
 							      "in a rule; write its rule by hand",
 							      str(j, "dst")));
 			else
 				unix_targets.insert(*bytes);
-			continue;
+			return;
 		}
 		if (j.contains("qname")) {
 			// A DNS query: its resolver, its type, its name.
@@ -145,17 +142,17 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 				if (!str(j, "dst").empty())
 					resolvers.insert(str(j, "dst"));
 			} else {
-				s.notes.emplace_back("a DNS query that could not be parsed was not turned into a rule");
+				notes.emplace_back("a DNS query that could not be parsed was not turned into a rule");
 			}
-			continue;
+			return;
 		}
 		std::string hook = str(j, "hook"), dst = str(j, "dst"), proto = str(j, "protocol");
 		int port = j.value("port", 0);
 		if (!is_connect_hook(hook) || dst.empty() || (proto != "tcp" && proto != "udp"))
-			continue;
+			return;
 		if (port == 53) {
 			resolvers.insert(dst);  // a socket to the resolver
-			continue;
+			return;
 		}
 		auto answered = name_of.find(dst);
 		if (answered != name_of.end()) {
@@ -166,16 +163,21 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 			flows.insert({dst, proto, port});
 		}
 	}
+};
 
+// The allow rules that let out what was seen: names, then names only
+// queried, then addresses, then unix sockets.
+nlohmann::ordered_json rules_for(const Seen& seen)
+{
 	using ojson = nlohmann::ordered_json;
 	ojson rules = ojson::array();
 	std::set<std::string> named;
-	for (const auto& [key, ports] : by_name) {
+	for (const auto& [key, ports] : seen.by_name) {
 		named.insert(key.first);
 		rules.push_back(ojson{{"action", "allow"}, {"domain", key.first}, {"ports", ports_json(ports)},
 				       {"protocol", key.second}});
 	}
-	for (const auto& n : queried) {
+	for (const auto& n : seen.queried) {
 		if (named.count(n) || n.empty())
 			continue;
 		// Resolved but never connected to: let its queries out and open
@@ -184,18 +186,34 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 				       {"protocol", "udp"},
 				       {"comment", "resolved, never connected to: lets the query out, opens nothing"}});
 	}
-	for (const auto& [key, ports] : by_addr) {
+	for (const auto& [key, ports] : seen.by_addr) {
 		auto a = parse_address(key.first);
 		std::string cidr = a ? format_cidr(Cidr{*a, static_cast<uint8_t>(a->family == AL_FAMILY_IPV4 ? 32 : 128)})
 				     : key.first;
 		rules.push_back(
 			ojson{{"action", "allow"}, {"cidr", cidr}, {"ports", ports_json(ports)}, {"protocol", key.second}});
 	}
-	for (const auto& u : unix_targets)
+	for (const auto& u : seen.unix_targets)
 		rules.push_back(ojson{{"action", "allow"}, {"unix", u}});
+	return rules;
+}
+
+}  // namespace
+
+Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& o)
+{
+	Seen seen;
+	for (const auto& j : lines)
+		if (j.is_object() && (o.sandbox.empty() || str(j, "sandbox") == o.sandbox))
+			seen.read(j);
+
+	using ojson = nlohmann::ordered_json;
+	Suggestion s;
+	s.notes = std::move(seen.notes);
+	ojson rules = rules_for(seen);
 	ojson dns = ojson::object();
-	dns["resolvers"] = json(std::vector<std::string>(resolvers.begin(), resolvers.end()));
-	std::vector<std::string> t(types.begin(), types.end());
+	dns["resolvers"] = json(std::vector<std::string>(seen.resolvers.begin(), seen.resolvers.end()));
+	std::vector<std::string> t(seen.types.begin(), seen.types.end());
 	if (t.empty())
 		t = {"A", "AAAA"};
 	dns["types"] = t;
@@ -207,10 +225,10 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 		    {"on_violation", "deny"},
 		    {"rules", rules},
 		    {"dns", dns}};
-	if (families != kDefaultFamilies)
-		s.policy["families"] = family_names(families);
-	s.flows = flows.size() + unix_targets.size();
-	s.names = queried.size();
+	if (seen.families != kDefaultFamilies)
+		s.policy["families"] = family_names(seen.families);
+	s.flows = seen.flows.size() + seen.unix_targets.size();
+	s.names = seen.queried.size();
 	return s;
 }
 
