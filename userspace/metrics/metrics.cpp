@@ -50,69 +50,169 @@ void add(MetricFamily& f, std::vector<ClientMetric::Label> labels, double value)
 	f.metric.push_back(std::move(m));
 }
 
+// Every family the kernel collector exports, in the order it returns them.
+struct KernelFamilies {
+	MetricFamily decisions = family("airlock_decisions_total", "Decisions by sandbox, hook and verdict (kernel counters)",
+					MetricType::Counter);
+	MetricFamily violations = family("airlock_violations_total",
+					 "Denials (and audited would-be denials) by sandbox and reason", MetricType::Counter);
+	MetricFamily dns = family("airlock_dns_queries_total", "DNS queries by sandbox and verdict", MetricType::Counter);
+	MetricFamily answers = family("airlock_dns_answers_total",
+				      "Addresses learned from DNS answers, answers dropped, addresses refused for a full table",
+				      MetricType::Counter);
+	MetricFamily bytes = family("airlock_egress_bytes_total", "Bytes let out at cgroup egress", MetricType::Counter);
+	MetricFamily packets = family("airlock_egress_packets_total", "Packets let out at cgroup egress", MetricType::Counter);
+	MetricFamily dbytes = family("airlock_egress_denied_bytes_total", "Bytes dropped at cgroup egress", MetricType::Counter);
+	MetricFamily lost = family("airlock_events_lost_total", "Events the sandbox's ring buffer could not take",
+				   MetricType::Counter);
+	MetricFamily suppressed = family("airlock_events_suppressed_total",
+					 "Events the kernel's rate limit held back, by sandbox and hook (counted, summarised in the audit log)",
+					 MetricType::Counter);
+	MetricFamily helper = family("airlock_bpf_helper_errors_total",
+				     "BPF helper calls that failed, by sandbox and site (the packet was denied, or nothing was learned "
+				     "from it)",
+				     MetricType::Counter);
+	MetricFamily frozen = family("airlock_sandbox_frozen", "1 while the sandbox's cgroup is frozen", MetricType::Gauge);
+	MetricFamily latched = family("airlock_sandbox_quarantined", "1 while the sandbox's quarantine latch is set",
+				      MetricType::Gauge);
+	MetricFamily learned = family("airlock_learned_addresses", "Unexpired addresses learned from DNS answers",
+				      MetricType::Gauge);
+	MetricFamily budget_limit = family("airlock_budget_limit_bytes", "A rule's egress byte budget (the kernel's)",
+					   MetricType::Gauge);
+	MetricFamily budget_used = family("airlock_budget_used_bytes",
+					  "What a budgeted rule's destinations were sent, counted in the kernel (from the "
+					  "sandbox's start, or the reload that changed the limit)",
+					  MetricType::Gauge);
+	MetricFamily px_starts = family("airlock_proxy_starts_total", "Starts of the sandbox's proxy (the first, and restarts)",
+					MetricType::Counter);
+	MetricFamily px_conns = family("airlock_proxy_connections_total", "Redirected connections the proxy accepted",
+				       MetricType::Counter);
+	MetricFamily px_closed = family("airlock_proxy_connections_closed_total",
+					"Accepted connections closed at once, by reason: no origin filed for them "
+					"(unknown-origin), or too many open (busy)",
+					MetricType::Counter);
+	MetricFamily px_dgrams = family("airlock_proxy_datagrams_total", "Redirected datagrams the proxy received",
+					MetricType::Counter);
+	MetricFamily px_bytes = family("airlock_proxy_received_bytes_total", "Bytes the proxy read from redirected connections",
+				       MetricType::Counter);
+	MetricFamily w_requests = family("airlock_world_requests_total", "What the recorder read, by kind: http requests, "
+					 "other tcp streams", MetricType::Counter);
+	MetricFamily w_dns = family("airlock_world_dns_queries_total", "DNS queries the world answered", MetricType::Counter);
+	MetricFamily w_records = family("airlock_world_records_total",
+					"Lines of the world's records file, written or dropped (its size cap, a failed write)",
+					MetricType::Counter);
+	MetricFamily sni = family("airlock_sni_verdicts_total",
+				  "Connections of gated rules the SNI gate passed and denied (each denial a violation)",
+				  MetricType::Counter);
+	MetricFamily count = family("airlock_sandboxes", "Sandboxes on this node", MetricType::Gauge);
+	MetricFamily build = family("airlock_build_info", "Version of this agent and of its kernel ABI", MetricType::Gauge);
+	MetricFamily info = family("airlock_sandbox_info",
+				   "1 per sandbox, with the policy it enforces, its mode and what a violation does",
+				   MetricType::Gauge);
+
+	std::vector<MetricFamily> all() const
+	{
+		return {decisions, violations, dns,       answers,   bytes,      packets, dbytes,    lost,
+			suppressed, helper,     frozen,    latched,   learned,    budget_limit, budget_used,
+			px_starts,  px_conns,   px_closed, px_dgrams, px_bytes,   w_requests, w_dns, w_records,
+			sni,        count,      info,      build};
+	}
+};
+
+// What the kernel holds for one sandbox, read in one go.
+struct SandboxReading {
+	al_counters c{};
+	al_latch l{};
+	std::optional<al_sandbox> entry;
+	std::vector<kernel::Kernel::Budget> budgets;
+	size_t live = 0;  // learned addresses not expired
+};
+
+void add_kernel(KernelFamilies& f, const SandboxRecord& r, const SandboxReading& k)
+{
+	const al_counters& c = k.c;
+	const std::string& s = r.name;
+	if (k.entry)
+		add(f.info, {{"sandbox", s},
+			     {"policy", r.policy_name},
+			     {"mode", k.entry->flags & AL_SB_AUDIT ? "audit" : "enforce"},
+			     {"on_violation", k.entry->on_violation == AL_ON_VIOLATION_KILL     ? "kill"
+					      : k.entry->on_violation == AL_ON_VIOLATION_FREEZE ? "freeze"
+											        : "deny"}},
+		    1);
+	for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
+		if (!hook_known(h))
+			continue;
+		for (unsigned v = 0; v < AL_VERDICT_MAX; v++)
+			add(f.decisions, {{"sandbox", s}, {"hook", hook_name(h)}, {"verdict", verdict_name(v)}},
+			    static_cast<double>(c.decisions[h][v]));
+	}
+	// What the latch stops afterwards is the violation's consequence,
+	// not another violation.
+	// Every kind from the sandbox's start, at 0 until it happens: a
+	// series that appears only with its first violation is missed by
+	// increase() and rate().
+	for (unsigned i = 0; i < AL_REASON_MAX; i++)
+		if (i != AL_REASON_QUARANTINED && !reason_allows(i))
+			add(f.violations, {{"sandbox", s}, {"kind", reason_name(i)}}, static_cast<double>(c.reasons[i]));
+	add(f.dns, {{"sandbox", s}, {"verdict", "allow"}}, static_cast<double>(c.dns_queries_allowed));
+	add(f.dns, {{"sandbox", s}, {"verdict", "deny"}}, static_cast<double>(c.dns_queries_denied));
+	add(f.answers, {{"sandbox", s}, {"result", "learned"}}, static_cast<double>(c.dns_answers_learned));
+	add(f.answers, {{"sandbox", s}, {"result", "dropped"}}, static_cast<double>(c.dns_answers_dropped));
+	add(f.answers, {{"sandbox", s}, {"result", "table_full"}}, static_cast<double>(c.dns_learn_full));
+	add(f.answers, {{"sandbox", s}, {"result", "off_chain"}}, static_cast<double>(c.dns_records_off_chain));
+	add(f.bytes, {{"sandbox", s}}, static_cast<double>(c.egress_bytes));
+	add(f.packets, {{"sandbox", s}}, static_cast<double>(c.egress_packets));
+	add(f.dbytes, {{"sandbox", s}}, static_cast<double>(c.denied_bytes));
+	add(f.lost, {{"sandbox", s}}, static_cast<double>(c.events_lost));
+	for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
+		uint64_t n = 0;
+		for (unsigned i = 0; i < AL_REASON_MAX; i++)
+			n += c.suppressed[h][i];
+		if (hook_known(h))
+			add(f.suppressed, {{"sandbox", s}, {"hook", hook_name(h)}}, static_cast<double>(n));
+	}
+	for (unsigned i = 0; i < AL_ERR_SITE_MAX; i++)
+		add(f.helper, {{"sandbox", s}, {"site", err_site_name(i)}}, static_cast<double>(c.helper_errors[i]));
+	auto ev = cgroup::events(r.cgroup);
+	add(f.frozen, {{"sandbox", s}}, ev && ev->frozen ? 1 : 0);
+	add(f.latched, {{"sandbox", s}}, k.l.violated_ns ? 1 : 0);
+	add(f.learned, {{"sandbox", s}}, static_cast<double>(k.live));
+	for (const auto& b : k.budgets) {
+		std::string rule = std::to_string(b.rule);
+		add(f.budget_limit, {{"sandbox", s}, {"rule", rule}}, static_cast<double>(b.limit));
+		add(f.budget_used, {{"sandbox", s}, {"rule", rule}}, static_cast<double>(b.used));
+	}
+}
+
+// The proxy's counts, as the agent that runs it last wrote them (figures
+// the proxy claims).
+void add_proxy(KernelFamilies& f, const std::string& s, const proxy::ProxyCounts& pc)
+{
+	const auto& w = pc.stats;
+	auto d = [](uint64_t v) { return static_cast<double>(v); };
+	add(f.px_starts, {{"sandbox", s}}, d(pc.starts));
+	add(f.px_conns, {{"sandbox", s}}, d(w.connections));
+	add(f.px_closed, {{"sandbox", s}, {"reason", "unknown-origin"}}, d(w.unknown));
+	add(f.px_closed, {{"sandbox", s}, {"reason", "busy"}}, d(w.refused_busy));
+	add(f.px_dgrams, {{"sandbox", s}}, d(w.datagrams));
+	add(f.px_bytes, {{"sandbox", s}}, d(w.bytes_in));
+	add(f.w_requests, {{"sandbox", s}, {"kind", "http"}}, d(w.http_requests));
+	add(f.w_requests, {{"sandbox", s}, {"kind", "tcp"}}, d(w.tcp_streams));
+	add(f.w_dns, {{"sandbox", s}}, d(w.dns_queries));
+	add(f.w_records, {{"sandbox", s}, {"result", "written"}}, d(w.records_written));
+	add(f.w_records, {{"sandbox", s}, {"result", "dropped"}}, d(w.records_dropped));
+	add(f.sni, {{"sandbox", s}, {"verdict", "pass"}}, d(w.sni_passed));
+	add(f.sni, {{"sandbox", s}, {"verdict", "deny"}}, d(w.sni_denied));
+}
+
 }  // namespace
 
 std::vector<MetricFamily> KernelCollector::Collect() const
 {
 	std::lock_guard<std::mutex> lock(mu_);
-	auto decisions = family("airlock_decisions_total", "Decisions by sandbox, hook and verdict (kernel counters)",
-				MetricType::Counter);
-	auto violations = family("airlock_violations_total",
-				 "Denials (and audited would-be denials) by sandbox and reason", MetricType::Counter);
-	auto dns = family("airlock_dns_queries_total", "DNS queries by sandbox and verdict", MetricType::Counter);
-	auto answers = family("airlock_dns_answers_total",
-			      "Addresses learned from DNS answers, answers dropped, addresses refused for a full table",
-			      MetricType::Counter);
-	auto bytes = family("airlock_egress_bytes_total", "Bytes let out at cgroup egress", MetricType::Counter);
-	auto packets = family("airlock_egress_packets_total", "Packets let out at cgroup egress", MetricType::Counter);
-	auto dbytes = family("airlock_egress_denied_bytes_total", "Bytes dropped at cgroup egress", MetricType::Counter);
-	auto lost = family("airlock_events_lost_total", "Events the sandbox's ring buffer could not take",
-			   MetricType::Counter);
-	auto suppressed = family("airlock_events_suppressed_total",
-				 "Events the kernel's rate limit held back, by sandbox and hook (counted, summarised in the audit log)",
-				 MetricType::Counter);
-	auto helper = family("airlock_bpf_helper_errors_total",
-			     "BPF helper calls that failed, by sandbox and site (the packet was denied, or nothing was learned "
-			     "from it)",
-			     MetricType::Counter);
-	auto frozen = family("airlock_sandbox_frozen", "1 while the sandbox's cgroup is frozen", MetricType::Gauge);
-	auto latched = family("airlock_sandbox_quarantined", "1 while the sandbox's quarantine latch is set",
-			      MetricType::Gauge);
-	auto learned = family("airlock_learned_addresses", "Unexpired addresses learned from DNS answers",
-			      MetricType::Gauge);
-	auto budget_limit = family("airlock_budget_limit_bytes", "A rule's egress byte budget (the kernel's)",
-				   MetricType::Gauge);
-	auto budget_used = family("airlock_budget_used_bytes",
-				  "What a budgeted rule's destinations were sent, counted in the kernel (from the "
-				  "sandbox's start, or the reload that changed the limit)",
-				  MetricType::Gauge);
-	auto px_starts = family("airlock_proxy_starts_total", "Starts of the sandbox's proxy (the first, and restarts)",
-				MetricType::Counter);
-	auto px_conns = family("airlock_proxy_connections_total", "Redirected connections the proxy accepted",
-			       MetricType::Counter);
-	auto px_closed = family("airlock_proxy_connections_closed_total",
-				"Accepted connections closed at once, by reason: no origin filed for them "
-				"(unknown-origin), or too many open (busy)",
-				MetricType::Counter);
-	auto px_dgrams = family("airlock_proxy_datagrams_total", "Redirected datagrams the proxy received",
-				MetricType::Counter);
-	auto px_bytes = family("airlock_proxy_received_bytes_total", "Bytes the proxy read from redirected connections",
-			       MetricType::Counter);
-	auto w_requests = family("airlock_world_requests_total", "What the recorder read, by kind: http requests, "
-				 "other tcp streams", MetricType::Counter);
-	auto w_dns = family("airlock_world_dns_queries_total", "DNS queries the world answered", MetricType::Counter);
-	auto w_records = family("airlock_world_records_total",
-				"Lines of the world's records file, written or dropped (its size cap, a failed write)",
-				MetricType::Counter);
-	auto sni = family("airlock_sni_verdicts_total",
-			  "Connections of gated rules the SNI gate passed and denied (each denial a violation)",
-			  MetricType::Counter);
-	auto count = family("airlock_sandboxes", "Sandboxes on this node", MetricType::Gauge);
-	auto build = family("airlock_build_info", "Version of this agent and of its kernel ABI", MetricType::Gauge);
-	add(build, {{"version", AIRLOCK_VERSION_STRING}, {"abi", std::to_string(AL_ABI_VERSION)}}, 1);
-	auto info = family("airlock_sandbox_info",
-			   "1 per sandbox, with the policy it enforces, its mode and what a violation does",
-			   MetricType::Gauge);
+	KernelFamilies f;
+	add(f.build, {{"version", AIRLOCK_VERSION_STRING}, {"abi", std::to_string(AL_ABI_VERSION)}}, 1);
 
 	std::vector<SandboxRecord> records;
 	try {
@@ -123,103 +223,28 @@ std::vector<MetricFamily> KernelCollector::Collect() const
 		spdlog::warn("metrics: {}", e.what());
 		records.clear();
 	}
-	add(count, {}, static_cast<double>(records.size()));
+	add(f.count, {}, static_cast<double>(records.size()));
 	uint64_t now = monotonic_ns();
 	for (const auto& r : records) {
-		al_counters c{};
-		al_latch l{};
-		std::optional<al_sandbox> entry;
-		std::vector<kernel::Kernel::Budget> budgets;
-		size_t live = 0;
+		SandboxReading k;
 		try {
-			c = k_->counters(r.slot);
-			budgets = k_->budgets(r.slot);
-			l = k_->latch(r.slot);
-			entry = k_->sandbox(r.cgroup_id);
+			k.c = k_->counters(r.slot);
+			k.budgets = k_->budgets(r.slot);
+			k.l = k_->latch(r.slot);
+			k.entry = k_->sandbox(r.cgroup_id);
 			for (const auto& e : k_->learned(r.slot))
-				live += e.value.expires_ns > now;
+				k.live += e.value.expires_ns > now;
 		} catch (const std::exception& e) {
 			spdlog::warn("metrics: sandbox {}: {}", r.name, e.what());
 			continue;
 		}
-		const std::string& s = r.name;
-		if (entry)
-			add(info, {{"sandbox", s},
-				   {"policy", r.policy_name},
-				   {"mode", entry->flags & AL_SB_AUDIT ? "audit" : "enforce"},
-				   {"on_violation", entry->on_violation == AL_ON_VIOLATION_KILL     ? "kill"
-						    : entry->on_violation == AL_ON_VIOLATION_FREEZE ? "freeze"
-												    : "deny"}},
-			    1);
-		for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
-			if (!hook_known(h))
-				continue;
-			for (unsigned v = 0; v < AL_VERDICT_MAX; v++)
-				add(decisions, {{"sandbox", s}, {"hook", hook_name(h)}, {"verdict", verdict_name(v)}},
-				    static_cast<double>(c.decisions[h][v]));
-		}
-		// What the latch stops afterwards is the violation's consequence,
-		// not another violation.
-		// Every kind from the sandbox's start, at 0 until it happens: a
-		// series that appears only with its first violation is missed by
-		// increase() and rate().
-		for (unsigned i = 0; i < AL_REASON_MAX; i++)
-			if (i != AL_REASON_QUARANTINED && !reason_allows(i))
-				add(violations, {{"sandbox", s}, {"kind", reason_name(i)}}, static_cast<double>(c.reasons[i]));
-		add(dns, {{"sandbox", s}, {"verdict", "allow"}}, static_cast<double>(c.dns_queries_allowed));
-		add(dns, {{"sandbox", s}, {"verdict", "deny"}}, static_cast<double>(c.dns_queries_denied));
-		add(answers, {{"sandbox", s}, {"result", "learned"}}, static_cast<double>(c.dns_answers_learned));
-		add(answers, {{"sandbox", s}, {"result", "dropped"}}, static_cast<double>(c.dns_answers_dropped));
-		add(answers, {{"sandbox", s}, {"result", "table_full"}}, static_cast<double>(c.dns_learn_full));
-		add(answers, {{"sandbox", s}, {"result", "off_chain"}}, static_cast<double>(c.dns_records_off_chain));
-		add(bytes, {{"sandbox", s}}, static_cast<double>(c.egress_bytes));
-		add(packets, {{"sandbox", s}}, static_cast<double>(c.egress_packets));
-		add(dbytes, {{"sandbox", s}}, static_cast<double>(c.denied_bytes));
-		add(lost, {{"sandbox", s}}, static_cast<double>(c.events_lost));
-		for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
-			uint64_t n = 0;
-			for (unsigned i = 0; i < AL_REASON_MAX; i++)
-				n += c.suppressed[h][i];
-			if (hook_known(h))
-				add(suppressed, {{"sandbox", s}, {"hook", hook_name(h)}}, static_cast<double>(n));
-		}
-		for (unsigned i = 0; i < AL_ERR_SITE_MAX; i++)
-			add(helper, {{"sandbox", s}, {"site", err_site_name(i)}}, static_cast<double>(c.helper_errors[i]));
-		auto ev = cgroup::events(r.cgroup);
-		add(frozen, {{"sandbox", s}}, ev && ev->frozen ? 1 : 0);
-		add(latched, {{"sandbox", s}}, l.violated_ns ? 1 : 0);
-		add(learned, {{"sandbox", s}}, static_cast<double>(live));
-		for (const auto& b : budgets) {
-			std::string rule = std::to_string(b.rule);
-			add(budget_limit, {{"sandbox", s}, {"rule", rule}}, static_cast<double>(b.limit));
-			add(budget_used, {{"sandbox", s}, {"rule", rule}}, static_cast<double>(b.used));
-		}
-		// The proxy's counts, as the agent that runs it last wrote them
-		// (figures the proxy claims); none without a proxy.
+		add_kernel(f, r, k);
+		// None without a proxy.
 		auto text = read_file(paths_.proxy_stats(r.name));
-		auto pc = text ? proxy::parse_proxy_counts(*text) : std::nullopt;
-		if (pc) {
-			const auto& w = pc->stats;
-			auto d = [](uint64_t v) { return static_cast<double>(v); };
-			add(px_starts, {{"sandbox", s}}, d(pc->starts));
-			add(px_conns, {{"sandbox", s}}, d(w.connections));
-			add(px_closed, {{"sandbox", s}, {"reason", "unknown-origin"}}, d(w.unknown));
-			add(px_closed, {{"sandbox", s}, {"reason", "busy"}}, d(w.refused_busy));
-			add(px_dgrams, {{"sandbox", s}}, d(w.datagrams));
-			add(px_bytes, {{"sandbox", s}}, d(w.bytes_in));
-			add(w_requests, {{"sandbox", s}, {"kind", "http"}}, d(w.http_requests));
-			add(w_requests, {{"sandbox", s}, {"kind", "tcp"}}, d(w.tcp_streams));
-			add(w_dns, {{"sandbox", s}}, d(w.dns_queries));
-			add(w_records, {{"sandbox", s}, {"result", "written"}}, d(w.records_written));
-			add(w_records, {{"sandbox", s}, {"result", "dropped"}}, d(w.records_dropped));
-			add(sni, {{"sandbox", s}, {"verdict", "pass"}}, d(w.sni_passed));
-			add(sni, {{"sandbox", s}, {"verdict", "deny"}}, d(w.sni_denied));
-		}
+		if (auto pc = text ? proxy::parse_proxy_counts(*text) : std::nullopt)
+			add_proxy(f, r.name, *pc);
 	}
-	return {decisions, violations, dns,       answers,   bytes,      packets, dbytes,    lost,
-		suppressed, helper,     frozen,    latched,   learned,    budget_limit, budget_used,
-		px_starts,  px_conns,   px_closed, px_dgrams, px_bytes,   w_requests, w_dns, w_records,
-		sni,        count,      info,      build};
+	return f.all();
 }
 
 // The process_* series every Prometheus client exports, from /proc/self.
