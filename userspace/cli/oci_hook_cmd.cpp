@@ -62,9 +62,9 @@ int cmd_oci_hook(const Paths& paths, const ops::OciHookOptions& o)
 		return refuse(e.what());
 	}
 	auto planned = ops::plan_oci_hook(state, o);
-	if (auto* error = std::get_if<std::string>(&planned))
-		return refuse(*error + "; the container is not started");
-	const auto& plan = std::get<ops::OciHookPlan>(planned);
+	if (!planned)
+		return refuse(planned.rejection().first() + "; the container is not started");
+	const auto& plan = *planned;
 	std::string who = "container " + printable(plan.container);
 	switch (plan.action) {
 	case ops::OciHookPlan::Action::Nothing:

@@ -49,11 +49,13 @@ std::string container_cgroup(int pid)
 	return cg;
 }
 
-std::string container_sandbox_name(const std::string& id)
+std::optional<std::string> container_sandbox_name(const std::string& id)
 {
 	if (id.size() <= 59) {
 		std::string name = "ctr-" + id;
-		return valid_sandbox_name(name) ? name : "";
+		if (!valid_sandbox_name(name))
+			return std::nullopt;
+		return name;
 	}
 	bool hex64 = id.size() == 64 && std::all_of(id.begin(), id.end(), [](unsigned char c) {
 			     return std::isdigit(c) || (c >= 'a' && c <= 'f');
@@ -62,7 +64,7 @@ std::string container_sandbox_name(const std::string& id)
 		return "ctr-" + id.substr(0, 12);
 	if (!valid_sandbox_name("ctr-" + id.substr(0, 59)) ||
 	    !std::all_of(id.begin(), id.end(), [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '_' || c == '-'; }))
-		return "";
+		return std::nullopt;
 	uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits: the same name for the same id
 	for (unsigned char c : id)
 		h = (h ^ c) * 1099511628211ull;
@@ -83,42 +85,43 @@ bool infrastructure_container(const json& annotations)
 
 }  // namespace
 
-std::variant<OciHookPlan, std::string> plan_oci_hook(std::string_view state, const OciHookOptions& options)
+Result<OciHookPlan> plan_oci_hook(std::string_view state, const OciHookOptions& options)
 {
+	auto no = [](std::string line) { return Rejection{{std::move(line)}}; };
 	json j = json::parse(state, nullptr, false);
 	if (!j.is_object())
-		return std::string("the container state on standard input is not a JSON object (is this run by an OCI "
-				   "runtime's hook?)");
+		return no(std::string("the container state on standard input is not a JSON object (is this run by an OCI "
+				   "runtime's hook?)"));
 	OciHookPlan p;
 	if (!j.contains("id") || !j["id"].is_string() || j["id"].get<std::string>().empty())
-		return std::string("the container state has no \"id\"");
+		return no(std::string("the container state has no \"id\""));
 	p.container = j["id"].get<std::string>();
 	std::string who = "container " + printable(p.container);
 	if (!j.contains("status") || !j["status"].is_string())
-		return fmt::format("{}: the state has no \"status\"", who);
+		return no(fmt::format("{}: the state has no \"status\"", who));
 	std::string status = j["status"].get<std::string>();
 
 	json annotations = json::object();
 	if (j.contains("annotations") && !j["annotations"].is_null()) {
 		if (!j["annotations"].is_object())
-			return fmt::format("{}: \"annotations\" is not an object", who);
+			return no(fmt::format("{}: \"annotations\" is not an object", who));
 		annotations = j["annotations"];
 	}
 	if (annotations.contains(kPolicyAnnotation)) {
 		if (!annotations[kPolicyAnnotation].is_string())
-			return fmt::format("{}: annotation {} is not a string", who, kPolicyAnnotation);
+			return no(fmt::format("{}: annotation {} is not a string", who, kPolicyAnnotation));
 		std::string v = annotations[kPolicyAnnotation].get<std::string>();
 		if (!is_policy_name(v))
-			return fmt::format("{}: annotation {}='{}' is not a policy name (a name in the daemon's policy "
+			return no(fmt::format("{}: annotation {}='{}' is not a policy name (a name in the daemon's policy "
 					   "directory: 1-128 of A-Z a-z 0-9 . _ -; a container never names a file)",
-					   who, kPolicyAnnotation, printable(v));
+					   who, kPolicyAnnotation, printable(v)));
 		if (!options.allowed.empty() &&
 		    std::find(options.allowed.begin(), options.allowed.end(), v) == options.allowed.end()) {
 			std::string list;
 			for (const auto& a : options.allowed)
 				list += (list.empty() ? "" : ", ") + a;
-			return fmt::format("{}: annotation {}='{}' is not a policy containers may choose here ({})", who,
-					   kPolicyAnnotation, printable(v), list);
+			return no(fmt::format("{}: annotation {}='{}' is not a policy containers may choose here ({})", who,
+					   kPolicyAnnotation, printable(v), list));
 		}
 		p.policy = v;
 		p.policy_from_annotation = true;
@@ -128,9 +131,10 @@ std::variant<OciHookPlan, std::string> plan_oci_hook(std::string_view state, con
 	if (p.policy.empty() || infrastructure_container(annotations))
 		return p;  // Nothing
 
-	p.name = container_sandbox_name(p.container);
-	if (p.name.empty())
-		return fmt::format("{}: its id is not one airlock names a sandbox after (A-Z a-z 0-9 . _ -)", who);
+	auto name = container_sandbox_name(p.container);
+	if (!name)
+		return no(fmt::format("{}: its id is not one airlock names a sandbox after (A-Z a-z 0-9 . _ -)", who));
+	p.name = *name;
 	if (status == "stopped") {
 		p.action = OciHookPlan::Action::Stopped;
 		return p;
@@ -138,12 +142,12 @@ std::variant<OciHookPlan, std::string> plan_oci_hook(std::string_view state, con
 	// createRuntime and prestart see "creating"; later stages run inside
 	// the container or after its program started.
 	if (status != "creating")
-		return fmt::format("{}: its status is '{}': airlock oci-hook belongs to the createRuntime or prestart "
+		return no(fmt::format("{}: its status is '{}': airlock oci-hook belongs to the createRuntime or prestart "
 				   "stage, before the container's program runs",
-				   who, printable(status));
+				   who, printable(status)));
 	if (!j.contains("pid") || !j["pid"].is_number_integer() || j["pid"].get<long long>() <= 0 ||
 	    j["pid"].get<long long>() > 0x3fffffff)
-		return fmt::format("{}: the state has no \"pid\" of the container's process", who);
+		return no(fmt::format("{}: the state has no \"pid\" of the container's process", who));
 	p.pid = static_cast<int>(j["pid"].get<long long>());
 	p.action = OciHookPlan::Action::Attach;
 	return p;

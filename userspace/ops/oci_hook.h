@@ -10,10 +10,12 @@
 // annotation io.airlock.policy (a name in the daemon's policy directory,
 // never a path: a container does not choose files on the node), else the
 // hook's --default-policy; neither means the hook does nothing.
+#include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
+
+#include "util/result.h"
 
 namespace airlock::ops {
 
@@ -38,8 +40,8 @@ struct OciHookOptions {
 	std::vector<std::string> allowed;        // the policies an annotation may name; empty: any in the directory
 };
 
-// The error is one line naming what is wrong ("container ID: ...").
-std::variant<OciHookPlan, std::string> plan_oci_hook(std::string_view state, const OciHookOptions& options);
+// A rejection is one line naming what is wrong ("container ID: ...").
+Result<OciHookPlan> plan_oci_hook(std::string_view state, const OciHookOptions& options);
 
 // The cgroup of a container's process, checked to be the container's own:
 // it holds that process and no other (a runtime run with cgroups disabled
@@ -50,7 +52,7 @@ std::string container_cgroup(int pid);
 // The sandbox name of a container id: ctr- and the id whole up to 59
 // characters; of a longer id, its first 12 when it is 64 hex digits (as
 // `podman ps` shows them), else its first 38 and a hash of the whole id.
-// "" when the id has characters a sandbox name cannot.
-std::string container_sandbox_name(const std::string& id);
+// None when the id has characters a sandbox name cannot.
+std::optional<std::string> container_sandbox_name(const std::string& id);
 
 }  // namespace airlock::ops
