@@ -11,23 +11,22 @@ namespace {
 
 using airlock::parse_request;
 using airlock::Request;
-using airlock::RequestError;
 using Cmd = Request::Cmd;
 
 std::string error_of(const std::string& line)
 {
 	auto r = parse_request(line);
-	if (auto* e = std::get_if<RequestError>(&r))
-		return e->message;
+	if (!r)
+		return r.rejection().first();
 	return "(parsed)";
 }
 
 Request parsed(const std::string& line)
 {
 	auto r = parse_request(line);
-	if (auto* e = std::get_if<RequestError>(&r))
-		ADD_FAILURE() << line << ": " << e->message;
-	return std::get_if<Request>(&r) ? std::get<Request>(r) : Request{};
+	if (!r)
+		ADD_FAILURE() << line << ": " << r.rejection().first();
+	return r ? *r : Request{};
 }
 
 TEST(ControlRequest, EveryFieldOfAnAttachSurvivesTheWire)

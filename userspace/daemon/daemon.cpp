@@ -414,9 +414,9 @@ ControlServer::Answer Daemon::serve(const std::string& line, const struct ucred&
 {
 	auto text = [](const nlohmann::json& r) { return ControlServer::Answer{r.dump() + "\n", nullptr}; };
 	auto parsed = parse_request(line);
-	if (auto* e = std::get_if<RequestError>(&parsed))
-		return text({{"error", e->message}});
-	const Request& q = std::get<Request>(parsed);
+	if (!parsed)
+		return text({{"error", parsed.rejection().first()}});
+	const Request& q = *parsed;
 	try {
 		if (q.cmd == Request::Cmd::Events) {
 			auto a = feed_.events(q.sandbox, q.follow);

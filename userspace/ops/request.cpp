@@ -155,15 +155,15 @@ std::string_view to_string(Request::Cmd c)
 	return "?";
 }
 
-std::variant<Request, RequestError> parse_request(std::string_view line)
+Result<Request> parse_request(std::string_view line)
 {
 	json j = json::parse(line, nullptr, false);
 	if (j.is_discarded())
-		return RequestError{"request: not one JSON object on one line"};
+		return Rejection{{"request: not one JSON object on one line"}};
 	try {
 		return parse_object(j);
 	} catch (const Bad& b) {
-		return RequestError{b.message};
+		return Rejection{{b.message}};
 	}
 }
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 
 #include "events/audit_bound.h"
+#include "util/result.h"
 
 namespace airlock {
 
@@ -46,13 +46,9 @@ inline Request reload_request(const std::string& name, const std::string& policy
 	return r;
 }
 
-// What is wrong with a line, in one line: "request: KEY: MESSAGE".
-struct RequestError {
-	std::string message;
-};
-
-// A line as received (without its newline).
-std::variant<Request, RequestError> parse_request(std::string_view line);
+// A line as received (without its newline). A rejection is one line
+// saying what is wrong with it: "request: KEY: MESSAGE".
+Result<Request> parse_request(std::string_view line);
 
 // The line a client sends (with its newline); parse_request gives back r.
 std::string to_line(const Request& r);
