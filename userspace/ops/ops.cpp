@@ -137,12 +137,12 @@ std::string status_field(const std::string& status, const char* key)
 	return v;
 }
 
-// Why pid could leave cgroup (relative to the cgroup2 root), or "".
-std::string escape_reason(int pid, const std::string& relative)
+// Why pid could leave cgroup (relative to the cgroup2 root), if it could.
+std::optional<std::string> escape_reason(int pid, const std::string& relative)
 {
 	std::string status = read_file(fmt::format("/proc/{}/status", pid)).value_or("");
 	if (status.empty())
-		return "";
+		return std::nullopt;
 	uint64_t eff = std::strtoull(status_field(status, "CapEff").c_str(), nullptr, 16);
 	if (eff & (1ull << CAP_SYS_ADMIN))
 		return "it holds CAP_SYS_ADMIN";
@@ -151,7 +151,7 @@ std::string escape_reason(int pid, const std::string& relative)
 	for (std::string u; uids >> u;)
 		uid0 |= u == "0";
 	if (!uid0)
-		return "";
+		return std::nullopt;
 	// Read from the initial cgroup namespace, the root of a cgroup2 mount
 	// is its path on the whole hierarchy.
 	for (const auto& m : read_mountinfo(fmt::format("/proc/{}/mountinfo", pid))) {
@@ -160,7 +160,7 @@ std::string escape_reason(int pid, const std::string& relative)
 		if (m.fstype == "cgroup2" && m.root != relative && m.root.rfind(relative + "/", 0) != 0)
 			return "it runs as uid 0 and sees a cgroup2 mount rooted outside it (" + m.point + ")";
 	}
-	return "";
+	return std::nullopt;
 }
 
 }  // namespace
@@ -177,8 +177,8 @@ std::vector<std::string> escape_warnings(const std::string& cgroup_path)
 	const std::string& mount = cgroup::mount_point();
 	std::string relative = cgroup_path.size() > mount.size() ? cgroup_path.substr(mount.size()) : "/";
 	for (int pid : cgroup::pids_within(cgroup_path))
-		if (std::string why = escape_reason(pid, relative); !why.empty())
-			out.push_back(fmt::format("process {} could leave the sandbox: {}", pid, why));
+		if (auto why = escape_reason(pid, relative))
+			out.push_back(fmt::format("process {} could leave the sandbox: {}", pid, *why));
 	return out;
 }
 
