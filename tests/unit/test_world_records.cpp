@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "proxy/canned.h"
 #include "proxy/records.h"
 #include "proxy/world.h"
 #include "proxy/world_stats.h"

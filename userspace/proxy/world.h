@@ -16,6 +16,10 @@
 // many are open at once (max_connections), and the records file itself.
 // docs/world.md describes the records; tests/unit/
 // test_world_recorder.cpp drives it with curl, Python and raw sockets.
+//
+// Inside: proxy/recorder.h (listeners, datagrams, records, limits),
+// proxy/stream.h (a connection's HTTP, raw TCP or DNS over TCP),
+// proxy/canned.h (the answers to HTTP), proxy/sni_gate.h (the SNI gate).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -23,7 +27,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <sys/socket.h>
@@ -33,6 +36,7 @@
 #include "net/address.h"
 #include "policy/policy.h"
 #include "proxy/records.h"  // Origin
+#include "proxy/sni_gate.h"
 #include "proxy/world_stats.h"
 
 namespace airlock::proxy {
@@ -47,32 +51,6 @@ using OriginLookup = std::function<std::optional<Origin>(int accepted_fd)>;
 // Called once per datagram with the UDP socket it came to and its sender;
 // nullopt: no origin (counted "unknown", nothing recorded).
 using DatagramOriginLookup = std::function<std::optional<Origin>(int udp_fd, const sockaddr* from, socklen_t len)>;
-
-// The SNI gate: the connections of allow rules with "tls": {"sni":
-// "require"} reach the proxy as redirects. Each one's first bytes must be a
-// ClientHello whose server_name the rule covers and that this sandbox
-// resolved to the destination's address; then the proxy asks the agent for
-// a socket to the destination (it makes none itself) and splices the bytes
-// both ways, untouched. Anything else is denied, recorded and reported.
-struct GateRule {
-	std::string domain;  // as the rule has it: lowercased, without "*."
-	bool wildcard = false;
-};
-
-class Gate {
-public:
-	virtual ~Gate() = default;
-	// The gated rule of this index, or nullptr (not a gated rule).
-	virtual const GateRule* rule(uint16_t index) const = 0;
-	// The name this sandbox's last answer for addr was for ("" none).
-	virtual std::string learned_name(const Address&) const = 0;
-	// A socket to the origin of the accepted connection, its connect under
-	// way: done(fd, 0) or done(-1, errno), later, on the io_context's
-	// thread. done is not called once the io_context has stopped.
-	virtual void connect(int accepted_fd, const Origin&, std::function<void(int fd, int err)> done) = 0;
-	// A denied connection: the sandbox's on_violation is taken.
-	virtual void violation(const Origin&, const std::string& sni, const std::string& reason) = 0;
-};
 
 struct WorldOptions {
 	std::string sandbox;          // the sandbox's name, written in every record
@@ -115,14 +93,5 @@ public:
 private:
 	std::shared_ptr<WorldImpl> impl_;
 };
-
-// The canned response for a request: the first whose host, method and path
-// match, or nullptr. host: the Host header as sent (its port, brackets and
-// a trailing dot are ignored, case too); path: the request target as sent
-// (matched without its query; an absolute-form target by its path).
-// Patterns: host "name", "*.name" (strictly below name) or "*"; method ""
-// (any) or exact; path "" (any), exact, or a prefix ending in '*'.
-const WorldResponse* find_response(const std::vector<WorldResponse>&, std::string_view host, std::string_view method,
-				   std::string_view target);
 
 }  // namespace airlock::proxy
