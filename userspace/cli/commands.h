@@ -1,61 +1,72 @@
 #pragma once
-// One function per subcommand; each returns the process exit status.
+// The subcommands of airlock. Each command file adds its own to the
+// application with its options and help, and says what it does once the
+// command line is parsed; main() keeps the global options, the table of
+// commands in the order --help lists them, and the dispatch.
+#include <functional>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "events/audit_bound.h"
-#include "policy/suggest.h"
-#include "daemon/daemon.h"
-#include "ops/oci_hook.h"
-#include "ops/run.h"
 #include "sandbox/state.h"
 #include "util/exit_code.h"
+#include "util/result.h"
 
 namespace airlock {
 
-struct SandboxCreateOptions {
-	std::string name;
-	std::string policy_file;  // a file, or a policy in the daemon's --policy-dir
-	std::string audit_log;
-	AuditBound audit_bound;
-	bool log_allowed = false;
+// What every subcommand shares: the global options, the command line past
+// "--", and the action of the subcommand that was parsed.
+struct Globals {
+	Paths paths;
+	std::string log_level = "info";
+	std::string log_format = "text";
+	// Every word after the first "--": the command of run and exec, taken
+	// verbatim, never through CLI11, which would split an argument such as
+	// "[a,b]" at its commas.
+	std::vector<std::string> command;
+	// Set by the parsed subcommand's callback; main() runs it once logging
+	// is set up.
+	std::function<int()> action;
 };
 
-struct AttachOptions {
-	std::string cgroup;  // absolute, or relative to the cgroup2 mount
-	int pid = 0;         // or the cgroup of this process
-	std::string policy_file;
-	std::string name;
-	std::string audit_log;
-	AuditBound audit_bound;
-	bool log_allowed = false;
-};
+using RegisterCommand = void (*)(CLI::App&, Globals&);
 
-int cmd_policy_check(const std::vector<std::string>& files);
-int cmd_policy_show(const std::string& file);
-int cmd_policy_suggest(const std::string& audit_log, const SuggestOptions& o);
-int cmd_status(const Paths&, bool json);
-int cmd_thaw(const Paths&, const std::string& name);
-int cmd_kill(const Paths&, const std::string& name);
-int cmd_reload(const Paths&, const std::string& name, const std::string& file);
-int cmd_attach(const Paths&, const AttachOptions&);
-int cmd_detach(const Paths&, const std::string& name);
-int cmd_sandbox_create(const Paths&, const SandboxCreateOptions&);
-int cmd_sandbox_delete(const Paths&, const std::string& name);
-// The audit lines of the sandboxes the daemon supervises: the last ones it
-// saw, then (follow) every new one until interrupted.
-int cmd_events(const Paths&, const std::string& sandbox, bool follow);
-int cmd_uninstall(const Paths&, bool force);
-// The container runtime's hook: the container's state on standard input.
-int cmd_oci_hook(const Paths&, const ops::OciHookOptions&);
-// The records of a sandbox's simulated world (a records file) as a table,
-// or (json) their lines as they are; sandbox: only its records.
-int cmd_world_show(const std::string& records, const std::string& sandbox, bool json);
-// What `world show` reads for its argument: a path as it is; a sandbox's
-// name (no '/', not a file here) its records in dir.
-std::string world_records_path(const std::string& arg, const std::string& dir);
-// A policy argument as the daemon must see it: an existing file by its
-// absolute path; anything else unchanged (a name in the daemon's policy dir).
-std::string policy_argument(const std::string& arg);
+void register_policy(CLI::App&, Globals&);     // policy check, show, suggest
+void register_run(CLI::App&, Globals&);
+void register_exec(CLI::App&, Globals&);
+void register_status(CLI::App&, Globals&);
+void register_thaw(CLI::App&, Globals&);
+void register_kill(CLI::App&, Globals&);
+void register_reload(CLI::App&, Globals&);
+void register_attach(CLI::App&, Globals&);
+void register_detach(CLI::App&, Globals&);
+void register_sandbox(CLI::App&, Globals&);    // sandbox create, delete
+void register_daemon(CLI::App&, Globals&);
+void register_events(CLI::App&, Globals&);
+void register_world(CLI::App&, Globals&);      // world show
+void register_uninstall(CLI::App&, Globals&);
+void register_oci_hook(CLI::App&, Globals&);
+void register_proxy(CLI::App&, Globals&);      // hidden: started by airlock itself
+
+// What a command of the callback's (sub)command does once the command line
+// is parsed: it becomes the action main() runs.
+void on_parsed(CLI::App* cmd, Globals& g, std::function<int()> action);
+
+// A sandbox name argument, judged before anything is asked of the daemon
+// or the kernel, naming the value given.
+CLI::Validator sandbox_name();
+
+// --audit-log-max-bytes and --audit-log-keep, into b.
+void add_audit_bound(CLI::App* cmd, AuditBound& b);
+
+// The line a command through the daemon (or done here) gives, printed;
+// or every line of its rejection, on standard error. The exit status.
+int print_answer(const Result<std::string>& line);
+
+// A command line CLI11 could not parse: its message on one line, prefixed
+// like every other error, and the documented status.
+int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv);
 
 }  // namespace airlock

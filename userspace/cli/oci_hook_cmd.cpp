@@ -7,16 +7,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
-#include "ops/control.h"
+#include "ops/oci_enforce.h"
 #include "ops/oci_hook.h"
-#include "sandbox/cgroup.h"
-#include "sandbox/state.h"
 #include "util/error.h"
 #include "util/text.h"
 
@@ -51,8 +50,6 @@ int refuse(const std::string& line)
 	return kExitFailure;
 }
 
-}  // namespace
-
 int cmd_oci_hook(const Paths& paths, const ops::OciHookOptions& o)
 {
 	std::string state;
@@ -65,11 +62,10 @@ int cmd_oci_hook(const Paths& paths, const ops::OciHookOptions& o)
 	if (!planned)
 		return refuse(planned.rejection().first() + "; the container is not started");
 	const auto& plan = *planned;
-	std::string who = "container " + printable(plan.container);
 	switch (plan.action) {
 	case ops::OciHookPlan::Action::Nothing:
-		spdlog::debug("oci-hook: {}: no {} annotation and no --default-policy: not enforced", who,
-			      ops::kPolicyAnnotation);
+		spdlog::debug("oci-hook: container {}: no {} annotation and no --default-policy: not enforced",
+			      printable(plan.container), ops::kPolicyAnnotation);
 		return kExitOk;
 	case ops::OciHookPlan::Action::Stopped:
 		// Its cgroup is removed by the runtime; the daemon lets go of a
@@ -78,41 +74,32 @@ int cmd_oci_hook(const Paths& paths, const ops::OciHookOptions& o)
 	case ops::OciHookPlan::Action::Attach:
 		break;
 	}
-	std::string policy_from = plan.policy_from_annotation ? fmt::format("annotation {}", ops::kPolicyAnnotation)
-							      : std::string("--default-policy");
-	std::string no_daemon = fmt::format("{}: no airlock daemon answers at {} to enforce policy '{}' ({}); the "
-					    "container is not started unenforced",
-					    who, control_socket(paths), plan.policy, policy_from);
-	try {
-		// No daemon is the first thing to say: nothing else can be done.
-		if (!daemon_connect(paths).valid())
-			return refuse(no_daemon);
-		Request req = Request::of(Request::Cmd::Attach, plan.name);
-		req.cgroup = ops::container_cgroup(plan.pid);
-		// A container's policy never goes below a sandbox that already
-		// decides for its cgroup: the deeper sandbox would decide instead.
-		for (const auto& r : load_records(paths))
-			if (req.cgroup.rfind(r.cgroup + "/", 0) == 0)
-				return refuse(fmt::format("{}: its cgroup {} is below sandbox '{}' ({}), whose policy "
-							  "decides there; airlock does not put a container's own policy "
-							  "beneath it; the container is not started",
-							  who, req.cgroup, r.name, r.cgroup));
-		// The daemon attaches this very cgroup, or none.
-		req.cgroup_id = cgroup::id_of(req.cgroup);
-		req.policy = plan.policy;
-		auto answer = daemon_call(paths, req);
-		if (!answer)
-			return refuse(no_daemon);
-		if (!*answer) {
-			const auto& lines = answer->rejection().lines;
-			return refuse(fmt::format("{}: policy '{}' ({}) is rejected: {}; the container is not started", who,
-						  plan.policy, policy_from, lines.empty() ? "" : lines.front()));
-		}
-		spdlog::info("oci-hook: {}", (*answer)->value("message", ""));
-		return kExitOk;
-	} catch (const std::exception& e) {
-		return refuse(fmt::format("{}: {}; the container is not started", who, e.what()));
-	}
+	auto enforced = ops::enforce_oci_plan(paths, plan);
+	if (!enforced)
+		return refuse(enforced.rejection().first());
+	spdlog::info("oci-hook: {}", *enforced);
+	return kExitOk;
+}
+
+}  // namespace
+
+void register_oci_hook(CLI::App& app, Globals& g)
+{
+	auto o = std::make_shared<ops::OciHookOptions>();
+	auto* hook = app.add_subcommand(
+		"oci-hook", "Container runtime hook (createRuntime or prestart): has the daemon enforce a container's "
+			    "policy before its program runs; the OCI state on standard input");
+	hook->add_option("--default-policy", o->default_policy,
+			 "Policy for containers without the io.airlock.policy annotation (a name in the daemon's "
+			 "--policy-dir, or an absolute path); without it they are left alone");
+	hook->add_option("--allow-policy", o->allowed,
+			 "A policy the annotation may name (repeat for each); without it, any policy of the daemon's "
+			 "--policy-dir");
+	hook->footer(
+		"Exit status: 0 enforced, or nothing to enforce; 1 the container must not start (one line on "
+		"standard error: no daemon, a policy that is not a name or not allowed, a rejected policy, a shared "
+		"cgroup, a cgroup below another sandbox).");
+	on_parsed(hook, g, [&g, o] { return cmd_oci_hook(g.paths, *o); });
 }
 
 }  // namespace airlock

@@ -1,7 +1,10 @@
+// `airlock policy check`, `show` and `suggest`: policy files judged and
+// explained without a kernel.
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +13,7 @@
 #include "policy/compile.h"
 #include "policy/dnsname.h"
 #include "policy/policy.h"
+#include "policy/suggest.h"
 
 namespace airlock {
 
@@ -31,8 +35,6 @@ void print_ranges(const al_rule_set& rs)
 			   r.port_lo, r.port_hi, protos, r.rule);
 	}
 }
-
-}  // namespace
 
 int cmd_policy_check(const std::vector<std::string>& files)
 {
@@ -169,6 +171,33 @@ int cmd_policy_suggest(const std::string& audit_log, const SuggestOptions& o)
 			   o.sandbox.empty() ? "" : " of sandbox " + o.sandbox);
 	fmt::print("{}\n", s.policy.dump(2));
 	return kExitOk;
+}
+
+}  // namespace
+
+void register_policy(CLI::App& app, Globals& g)
+{
+	auto* policy = app.add_subcommand("policy", "Validate and inspect policy files");
+	policy->require_subcommand(1);
+
+	auto files = std::make_shared<std::vector<std::string>>();
+	auto* check = policy->add_subcommand("check", "Validate policy files: exit 0, or one line per error");
+	check->add_option("files", *files, "Policy files")->required();
+	on_parsed(check, g, [files] { return cmd_policy_check(*files); });
+
+	auto file = std::make_shared<std::string>();
+	auto* show = policy->add_subcommand("show", "Print the rules and the kernel entries a policy compiles to");
+	show->add_option("file", *file, "Policy file")->required();
+	on_parsed(show, g, [file] { return cmd_policy_show(*file); });
+
+	auto log = std::make_shared<std::string>();
+	auto o = std::make_shared<SuggestOptions>();
+	auto* suggest = policy->add_subcommand(
+		"suggest", "Print a policy that allows exactly what an audit-mode run used (from its audit log)");
+	suggest->add_option("audit_log", *log, "Audit log of the run")->required();
+	suggest->add_option("--sandbox", o->sandbox, "Only this sandbox's lines");
+	suggest->add_option("--name", o->name, "Name of the suggested policy")->capture_default_str();
+	on_parsed(suggest, g, [log, o] { return cmd_policy_suggest(*log, *o); });
 }
 
 }  // namespace airlock

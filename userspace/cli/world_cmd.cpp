@@ -1,48 +1,49 @@
 // `airlock world show`: what a sandbox tried in its simulated world, from
 // the recorder's records file.
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <fstream>
+#include <cstdio>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "proxy/records.h"
-#include "sandbox/state.h"
-#include "util/error.h"
+#include "ops/world_records.h"
+#include "policy/policy.h"
 
 namespace airlock {
 
-std::string world_records_path(const std::string& arg, const std::string& dir)
-{
-	struct stat st{};
-	if (arg.find('/') != std::string::npos || ::stat(arg.c_str(), &st) == 0 || !valid_sandbox_name(arg))
-		return arg;
-	return dir + "/" + arg + ".jsonl";
-}
+namespace {
 
-int cmd_world_show(const std::string& records, const std::string& sandbox, bool json)
+struct WorldShowOptions {
+	std::string records;  // a records file, or a sandbox's name
+	std::string dir = WorldPolicy{}.records_dir;
+	proxy::ShowOptions show;
+};
+
+int cmd_world_show(const WorldShowOptions& o)
 {
-	struct stat st{};
-	int err = ::stat(records.c_str(), &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
-	std::ifstream in;
-	if (!err) {
-		in.open(records);
-		err = in ? 0 : errno;
-	}
-	if (err)
-		fail_errno(fmt::format("world show: cannot open {}", records), err);
-	proxy::ShowOptions o;
-	o.sandbox = sandbox;
-	o.json = json;
-	proxy::ShowResult r = proxy::show_records(in, records, o);
-	if (in.bad())
-		fail("world show: cannot read {}", records);
+	proxy::ShowResult r = ops::read_world_records(ops::world_records_path(o.records, o.dir), o.show);
 	for (const auto& e : r.errors)
 		fmt::print(stderr, "{}\n", e);
 	fmt::print("{}", r.out);
 	return kExitOk;
+}
+
+}  // namespace
+
+void register_world(CLI::App& app, Globals& g)
+{
+	auto* world = app.add_subcommand("world", "What sandboxes tried in their simulated world");
+	world->require_subcommand(1);
+	auto o = std::make_shared<WorldShowOptions>();
+	auto* show = world->add_subcommand(
+		"show", "Print a world's records as a table: time, kind, destination, what was sent, body bytes, status");
+	show->add_option("RECORDS", o->records,
+			 "Records file (the world's records/SANDBOX.jsonl), or a sandbox's name: its file in --dir")
+		->required();
+	show->add_option("--dir", o->dir, "Where a sandbox named by RECORDS has its records")->capture_default_str();
+	show->add_option("--sandbox", o->show.sandbox, "Only this sandbox's records")->check(sandbox_name());
+	show->add_flag("--json", o->show.json, "The records' JSON lines as they are");
+	on_parsed(show, g, [o] { return cmd_world_show(*o); });
 }
 
 }  // namespace airlock
