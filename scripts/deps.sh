@@ -10,7 +10,7 @@ RUN_PACKAGES=(
   libseccomp-dev libssl-dev help2man iproute2 util-linux procps python3 curl
 )
 TEST_PACKAGES=(
-  clang-14 clang-tidy libclang-rt-14-dev libgtest-dev libgmock-dev liburing-dev bash-completion
+  clang-14 clang-tidy clang-format-14 libclang-rt-14-dev libgtest-dev libgmock-dev liburing-dev bash-completion
   bind9-dnsutils dnsmasq-base iodine dns2tcp prometheus podman runc yamllint nftables
   qemu-system-x86 busybox-static cpio mitmproxy ccache
 )
