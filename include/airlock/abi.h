@@ -62,6 +62,7 @@
  * the pin names and the loader's copies of the skeleton's descriptors are
  * made from this list; an agent adopting pins finds everything it needs
  * there, the templates of the inner maps it creates per slot included. */
+/* clang-format off */
 #define AL_PINNED_MAPS(X) \
 	X(config) X(sandboxes) X(rules) X(latch) X(counters) X(flood) X(rings) \
 	X(rcu_sync) X(rcu_inner) X(names) X(dns) X(dns_state) X(pending) X(learned) \
@@ -69,6 +70,7 @@
 	X(budget) X(sk_budget) X(sk_held) X(target) X(target_origin) \
 	X(ring_template) X(pending_template) X(learned_template) X(unix_bound_template) X(origin_template) \
 	X(target_origin_template)
+/* clang-format on */
 /* Per-CPU working memory of the programs, never pinned: only the programs
  * use it. The loader fails to compile if a map of the object is in neither
  * list, or a listed map is not in the object. */
@@ -104,6 +106,7 @@ enum al_action {
  * checked at compile time: values from 0 up without a gap, below *_MAX. */
 #define AL_ENUMERATOR(e, v, name) e = v,
 
+/* clang-format off */
 #define AL_HOOKS(X) \
 	X(AL_HOOK_SOCK_CREATE, 0, "sock_create") \
 	X(AL_HOOK_CONNECT4, 1, "connect4") \
@@ -120,7 +123,9 @@ enum al_hook {
 	AL_HOOKS(AL_ENUMERATOR)
 	AL_HOOK_MAX = 12, /* dimension of the counters: room for hooks to come, "unknown" until then */
 };
+/* clang-format on */
 
+/* clang-format off */
 #define AL_VERDICTS(X) \
 	X(AL_VERDICT_ALLOW, 0, "allow") \
 	X(AL_VERDICT_DENY, 1, "deny") \
@@ -130,7 +135,9 @@ enum al_verdict {
 	AL_VERDICTS(AL_ENUMERATOR)
 	AL_VERDICT_MAX = 3,
 };
+/* clang-format on */
 
+/* clang-format off */
 #define AL_REASONS(X) \
 	X(AL_REASON_RULE_ALLOW, 0, "rule-allow")          /* an allow rule matched */ \
 	X(AL_REASON_NO_RULE, 1, "no-rule")                /* default deny */ \
@@ -177,12 +184,14 @@ enum al_reason {
 	AL_REASONS(AL_ENUMERATOR)
 	AL_REASON_MAX = 40,
 };
+/* clang-format on */
 
 /* Where a BPF helper call failed: al_counters.helper_errors[site]. A packet
  * too short for what its headers say is malformed, and is found by length
  * checks before any load; these count the loads that failed all the same,
  * which no packet's bytes can cause. The names are metric labels: never
  * renamed. */
+/* clang-format off */
 #define AL_ERR_SITES(X) \
 	X(AL_ERR_SITE_IPV4_HEADER, 0, "ipv4-header")       /* the fixed IPv4 header */ \
 	X(AL_ERR_SITE_IPV4_OPTION, 1, "ipv4-option")       /* an IPv4 option's type or length */ \
@@ -198,6 +207,7 @@ enum al_err_site {
 	AL_ERR_SITES(AL_ENUMERATOR)
 	AL_ERR_SITE_MAX = 9,
 };
+/* clang-format on */
 
 enum al_violation_action {
 	AL_ON_VIOLATION_DENY = 0,
@@ -608,6 +618,7 @@ struct al_flood {
 
 /* al_event.signal: what the program did to the task of a sock_addr or
  * sock_create decision that set the latch, before user space heard of it. */
+/* clang-format off */
 #define AL_EVENT_SIGNALS(X) \
 	X(AL_SIGNAL_NONE, 0, "")                 /* nothing: never written out */ \
 	X(AL_SIGNAL_STOPPED, 1, "stopped")       /* SIGSTOP: the task stops when the call returns */ \
@@ -618,6 +629,7 @@ enum al_event_signal {
 	AL_EVENT_SIGNALS(AL_ENUMERATOR)
 	AL_SIGNAL_MAX = 4,
 };
+/* clang-format on */
 
 enum al_event_kind {
 	AL_EVENT_DECISION = 1,

@@ -20,6 +20,7 @@ namespace airlock::kernel {
 // The programs attached to each sandbox's cgroup, in one list: X(Enumerator,
 // NAME, attach type) is the BPF function al_NAME, pinned as progs/al_NAME.
 // The Prog enum, kProgs and the loader's copies are made from it.
+// clang-format off
 #define AL_CGROUP_PROGS(X) \
 	X(SockCreate, sock_create, BPF_CGROUP_INET_SOCK_CREATE) \
 	X(Connect4, connect4, BPF_CGROUP_INET4_CONNECT) \
@@ -43,6 +44,7 @@ enum Prog {
 #undef AL_PROG_ENUMERATOR
 	ProgCount
 };
+// clang-format on
 
 // Programs this kernel may lack: loaded, pinned and attached where it has them.
 inline bool prog_optional(int p) { return p == ConnectUnix || p == SendmsgUnix; }

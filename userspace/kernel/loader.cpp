@@ -48,12 +48,14 @@ AL_TRACEPOINT_PROGS(AL_TRACEPOINT_IN_OBJECT)
 // .kconfig: the skeleton names them without the dot, only when the object
 // has them), as many programs as the two lists. A map or program added to
 // bpf/ without its entry fails here.
+// clang-format off
 template <typename Maps>
 constexpr size_t internal_maps()
 {
 	return size_t{requires(Maps m) { m.rodata; }} + size_t{requires(Maps m) { m.data; }} +
 	       size_t{requires(Maps m) { m.bss; }} + size_t{requires(Maps m) { m.kconfig; }};
 }
+// clang-format on
 using SkelMaps = decltype(airlock_bpf::maps);
 // The skeleton's map and program members are all pointers: their number is
 // the struct's size over a pointer's. NOLINTNEXTLINE(bugprone-sizeof-expression)
