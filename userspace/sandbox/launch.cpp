@@ -1,17 +1,12 @@
 #include "sandbox/launch.h"
 
 #include <fcntl.h>
-#include <grp.h>
-#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/magic.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
-#include <pwd.h>
 #include <sched.h>
-#include <seccomp.h>
 #include <sys/statvfs.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -28,6 +23,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "confine/capabilities.h"
+#include "confine/identity.h"
+#include "confine/seccomp.h"
 #include "util/error.h"
 #include "util/mountinfo.h"
 
@@ -65,12 +63,6 @@ struct al_landlock_ruleset_attr {
 
 static_assert(AF_MAX == kFamilyMax, "socket families: the policy's table and the libc's AF_MAX differ");
 
-// What a sandboxed process could use to step around cgroup hooks (AF_PACKET
-// needs CAP_NET_RAW), to undo them (bpf, cgroup moves, ptrace of the agent),
-// or to reach files outside its mounts by handle (open_by_handle_at).
-const int kDroppedCaps[] = {CAP_NET_RAW,    CAP_NET_ADMIN,  CAP_SYS_ADMIN,      CAP_BPF,
-			    CAP_PERFMON,    CAP_SYS_PTRACE, CAP_SYS_MODULE,     CAP_DAC_READ_SEARCH};
-
 // Where the child failed, sent back over a pipe before it exits.
 enum Stage : int { kJoin = 1, kMounts, kFork, kLandlock, kSeccomp, kIdentity, kExec };
 
@@ -90,44 +82,6 @@ const char* stage_name(int s)
 	case kIdentity: return "taking the --user identity";
 	default: return "exec";
 	}
-}
-
-struct Identity {
-	bool set = false;
-	uid_t uid = 0;
-	gid_t gid = 0;
-};
-
-// Resolved before the clone: the child may only make async-signal-safe calls.
-Identity resolve_user(const std::string& spec)
-{
-	Identity id;
-	if (spec.empty())
-		return id;
-	id.set = true;
-	std::string user = spec.substr(0, spec.find(':'));
-	std::string group = spec.find(':') == std::string::npos ? "" : spec.substr(spec.find(':') + 1);
-	auto numeric = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
-	if (numeric(user)) {
-		id.uid = static_cast<uid_t>(std::stoul(user));
-		struct passwd* pw = getpwuid(id.uid);
-		id.gid = pw ? pw->pw_gid : static_cast<gid_t>(id.uid);
-	} else {
-		struct passwd* pw = getpwnam(user.c_str());
-		if (!pw)
-			fail("--user: no user named '{}'", user);
-		id.uid = pw->pw_uid;
-		id.gid = pw->pw_gid;
-	}
-	if (numeric(group)) {
-		id.gid = static_cast<gid_t>(std::stoul(group));
-	} else if (!group.empty()) {
-		struct group* gr = getgrnam(group.c_str());
-		if (!gr)
-			fail("--user: no group named '{}'", group);
-		id.gid = gr->gr_gid;
-	}
-	return id;
 }
 
 struct HostMounts {
@@ -155,23 +109,13 @@ HostMounts host_mounts()
 // loads the instructions.
 std::vector<sock_filter> compile_seccomp(uint64_t families, bool io_uring)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx)
-		fail("seccomp_init failed");
-	struct Release {
-		scmp_filter_ctx c;
-		~Release() { seccomp_release(c); }
-	} release{ctx};
-	auto check = [](int rc, const char* what) {
-		if (rc < 0)
-			fail_errno(std::string("seccomp: ") + what, -rc);
-	};
+	confine::SeccompFilter f(SCMP_ACT_ALLOW);
 	// The filter is loaded while the child still holds CAP_SYS_ADMIN, so it
 	// needs no no_new_privs, and setuid programs inside keep working.
-	check(seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0), "no_new_privs off");
+	f.set(SCMP_FLTATR_CTL_NNP, 0, "no_new_privs off");
 	// Only the native ABI: an i386 (int 0x80, with socketcall whose arguments
 	// a filter cannot read) or x32 system call kills the process.
-	check(seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS), "bad-arch action");
+	f.set(SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS, "bad-arch action");
 	for (int sys : {SCMP_SYS(socket), SCMP_SYS(socketpair)}) {
 		// The kernel reads the domain as an int: compare the low 32 bits, so
 		// that garbage in the upper half does not slip a family past.
@@ -180,33 +124,19 @@ std::vector<sock_filter> compile_seccomp(uint64_t families, bool io_uring)
 				continue;
 			if (af == AF_NETLINK && (families & (1ull << kNetlinkRouteBit)))
 				// Every netlink protocol but NETLINK_ROUTE (0).
-				check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 2,
-						       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, af),
-						       SCMP_A2(SCMP_CMP_NE, 0)),
-				      "socket rule");
+				f.add(SCMP_ACT_ERRNO(EPERM), sys,
+				      {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, af), SCMP_A2(SCMP_CMP_NE, 0)}, "socket rule");
 			else
-				check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 1,
-						       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, af)),
+				f.add(SCMP_ACT_ERRNO(EPERM), sys, {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, af)},
 				      "socket rule");
 		}
 		// Families newer than the table, and anything with upper bits set
 		// that is not caught above.
-		check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sys, 1, SCMP_A0(SCMP_CMP_GE, kFamilyMax)),
-		      "socket rule");
+		f.add(SCMP_ACT_ERRNO(EPERM), sys, {SCMP_A0(SCMP_CMP_GE, kFamilyMax)}, "socket rule");
 	}
 	if (!io_uring)
-		check(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(io_uring_setup), 0), "io_uring rule");
-	Fd mem(::memfd_create("airlock-seccomp", MFD_CLOEXEC));
-	if (!mem.valid())
-		fail_errno("memfd_create");
-	check(seccomp_export_bpf(ctx, mem.get()), "export");
-	off_t size = ::lseek(mem.get(), 0, SEEK_END);
-	if (size <= 0 || size % sizeof(sock_filter) != 0)
-		fail("seccomp: exported filter has {} bytes", size);
-	std::vector<sock_filter> prog(static_cast<size_t>(size) / sizeof(sock_filter));
-	if (::pread(mem.get(), prog.data(), static_cast<size_t>(size), 0) != size)
-		fail_errno("seccomp: read back the filter");
-	return prog;
+		f.add(SCMP_ACT_ERRNO(EPERM), SCMP_SYS(io_uring_setup), {}, "io_uring rule");
+	return f.compile();
 }
 
 // ---- after clone: async-signal-safe code only --------------------------------
@@ -216,25 +146,6 @@ void report(int fd, int stage, int err)
 	ChildError e{stage, err};
 	ssize_t ignored = ::write(fd, &e, sizeof(e));
 	(void)ignored;
-}
-
-void drop_caps()
-{
-	for (int cap : kDroppedCaps)
-		prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct data[2] = {};
-	if (syscall(SYS_capget, &hdr, data) == 0) {
-		for (int cap : kDroppedCaps) {
-			data[cap / 32].inheritable &= ~(1u << (cap % 32));
-			// Gone now, not only at the exec: the command's uid 0 would
-			// otherwise get them back from the bounding set's remainder.
-			data[cap / 32].effective &= ~(1u << (cap % 32));
-			data[cap / 32].permitted &= ~(1u << (cap % 32));
-		}
-		syscall(SYS_capset, &hdr, data);
-	}
 }
 
 bool bad_fs(const char* path)
@@ -290,7 +201,7 @@ int make_mounts(const std::vector<const char*>& detach, const std::vector<const 
 
 struct ChildPlan {
 	const LaunchOptions* o;
-	Identity who;
+	confine::Identity who;
 	int errfd;
 	int procs_fd;  // join: the cgroup's cgroup.procs
 	bool namespaces;
@@ -319,11 +230,10 @@ struct ChildPlan {
 		_exit(125);
 	}
 	if (!p.o->keep_caps)
-		drop_caps();
+		confine::drop_capabilities(confine::dropped_capabilities());
 	if (p.who.set) {
-		gid_t g = p.who.gid;
-		if (setgroups(1, &g) != 0 || setresgid(g, g, g) != 0 || setresuid(p.who.uid, p.who.uid, p.who.uid) != 0) {
-			report(p.errfd, kIdentity, errno);
+		if (int e = confine::take_identity(p.who)) {
+			report(p.errfd, kIdentity, e);
 			_exit(126);
 		}
 	}
@@ -480,94 +390,81 @@ nlohmann::json Confinement::to_json() const
 		{"landlock", {{"abi", landlock_abi}, {"applied", landlock_scoped != 0}, {"scoped", scopes}}}};
 }
 
-Launched launch(const LaunchOptions& o)
+namespace {
+
+// The Landlock scopes the options ask for, where this kernel has them.
+uint64_t landlock_scopes(const LaunchOptions& o, int abi)
 {
-	Launched out;
-	Confinement& c = out.confinement;
-	c.namespaces = !o.keep_caps;
-	c.families = o.families;
-	c.io_uring = o.io_uring;
-	c.landlock_abi = landlock_abi();
 	uint64_t wanted = (o.scope_abstract_unix ? AL_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET : 0) |
 			  (o.scope_signal ? AL_LANDLOCK_SCOPE_SIGNAL : 0);
-	if (wanted && c.landlock_abi >= 6) {
-		c.landlock_scoped = wanted;
-	} else if (wanted) {
+	if (wanted && abi >= 6)
+		return wanted;
+	if (wanted) {
 		static bool warned = false;
 		if (!warned)
 			spdlog::warn("this kernel has Landlock ABI {} (scoping needs 6, Linux 6.12): abstract unix sockets "
 				     "and signals outside the sandbox are not scoped",
-				     c.landlock_abi);
+				     abi);
 		warned = true;
 	}
+	return 0;
+}
 
-	ChildPlan plan{};
-	plan.o = &o;
-	plan.who = resolve_user(o.user);
-	plan.namespaces = c.namespaces;
-	plan.landlock_scoped = c.landlock_scoped;
-	std::vector<sock_filter> filter = compile_seccomp(o.families, o.io_uring);
-	plan.seccomp.len = static_cast<unsigned short>(filter.size());
-	plan.seccomp.filter = filter.data();
-	HostMounts mounts;
-	if (c.namespaces) {
-		mounts = host_mounts();
-		if (mounts.cgroup2.empty())
-			fail("no cgroup2 mount in /proc/self/mountinfo");
-		c.cgroup_mounts = mounts.cgroup2;
-		c.detached = mounts.detach;
-		for (const auto& m : mounts.detach)
-			plan.detach.push_back(m.c_str());
-		for (const auto& m : mounts.cgroup2)
-			plan.cgroup2.push_back(m.c_str());
-		c.nosymfollow = o.nosymfollow;
-		for (const auto& d : o.nosymfollow)
-			plan.nosymfollow.push_back(d.c_str());
-	}
+// The mounts the child detaches and makes afresh, named in c; the plan's
+// strings point into c.
+void plan_mounts(const LaunchOptions& o, Confinement& c, ChildPlan& plan)
+{
+	HostMounts mounts = host_mounts();
+	if (mounts.cgroup2.empty())
+		fail("no cgroup2 mount in /proc/self/mountinfo");
+	c.cgroup_mounts = mounts.cgroup2;
+	c.detached = mounts.detach;
+	for (const auto& m : c.detached)
+		plan.detach.push_back(m.c_str());
+	for (const auto& m : c.cgroup_mounts)
+		plan.cgroup2.push_back(m.c_str());
+	c.nosymfollow = o.nosymfollow;
+	for (const auto& d : c.nosymfollow)
+		plan.nosymfollow.push_back(d.c_str());
+}
 
-	Fd procs;
-	if (o.join) {
-		procs.reset(::open((o.cgroup + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-		if (!procs.valid())
-			fail_errno("open " + o.cgroup + "/cgroup.procs");
-	}
-	plan.procs_fd = procs.get();
-	Fd cg(::open(o.cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-	if (!cg.valid())
-		fail_errno("open cgroup " + o.cgroup);
-
+// The command's argv and environment, made before the clone.
+struct CommandLine {
 	std::vector<char*> argv;
+	std::vector<std::string> env_store;
+	std::vector<char*> envp;
+};
+
+void make_command_line(const LaunchOptions& o, CommandLine& cl)
+{
 	for (const auto& a : o.command)
-		argv.push_back(const_cast<char*>(a.c_str()));
-	argv.push_back(nullptr);
+		cl.argv.push_back(const_cast<char*>(a.c_str()));
+	cl.argv.push_back(nullptr);
 	// The command learns where it is: inside its cgroup namespace its own
 	// cgroup reads as "/".
-	std::vector<std::string> env_store = {"AIRLOCK_SANDBOX=" + o.name, "AIRLOCK_CGROUP=" + o.cgroup};
-	env_store.insert(env_store.end(), o.env.begin(), o.env.end());
-	std::vector<char*> envp;
-	envp.reserve(env_store.size() + 1);
-	for (auto& e : env_store)
-		envp.push_back(e.data());
+	cl.env_store = {"AIRLOCK_SANDBOX=" + o.name, "AIRLOCK_CGROUP=" + o.cgroup};
+	cl.env_store.insert(cl.env_store.end(), o.env.begin(), o.env.end());
+	cl.envp.reserve(cl.env_store.size() + 1);
+	for (auto& e : cl.env_store)
+		cl.envp.push_back(e.data());
 	// The environment's own, but for the names set above.
 	auto overridden = [&](const char* e) {
-		for (const auto& s : env_store)
+		for (const auto& s : cl.env_store)
 			if (std::strncmp(e, s.c_str(), s.find('=') + 1) == 0)
 				return true;
 		return false;
 	};
 	for (char** e = environ; *e; e++)
 		if (!overridden(*e))
-			envp.push_back(*e);
-	envp.push_back(nullptr);
-	plan.argv = argv.data();
-	plan.envp = envp.data();
+			cl.envp.push_back(*e);
+	cl.envp.push_back(nullptr);
+}
 
-	int errpipe[2];
-	if (::pipe2(errpipe, O_CLOEXEC) != 0)
-		fail_errno("pipe");
-	plan.errfd = errpipe[1];
-
-	int pidfd = -1;
+// Clones the child into the cgroup (cg_fd) and runs it on the plan; the
+// child's pidfd is stored in *pidfd. The error pipe's ends are closed on a
+// failure.
+long clone_child(const LaunchOptions& o, const ChildPlan& plan, int cg_fd, int errpipe[2], int* pidfd)
+{
 	struct clone_args args;
 	std::memset(&args, 0, sizeof(args));
 	// Born inside the sandbox cgroup (CLONE_INTO_CGROUP): there is no moment
@@ -581,11 +478,11 @@ Launched launch(const LaunchOptions& o)
 	// kernel refuses moves across it, and without it the private mount of
 	// cgroup2 leaves nothing outside the sandbox to move to.
 	args.flags = CLONE_PIDFD | (o.join ? 0 : CLONE_INTO_CGROUP | CLONE_NEWCGROUP) |
-		     (c.namespaces ? CLONE_NEWNS | CLONE_NEWPID : 0);
-	args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+		     (plan.namespaces ? CLONE_NEWNS | CLONE_NEWPID : 0);
+	args.pidfd = reinterpret_cast<uint64_t>(pidfd);
 	args.exit_signal = SIGCHLD;
 	if (!o.join)
-		args.cgroup = static_cast<uint64_t>(cg.get());
+		args.cgroup = static_cast<uint64_t>(cg_fd);
 	long pid = ::syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0) {
 		int e = errno;
@@ -595,6 +492,55 @@ Launched launch(const LaunchOptions& o)
 	}
 	if (pid == 0)
 		child_main(plan);
+	return pid;
+}
+
+}  // namespace
+
+Launched launch(const LaunchOptions& o)
+{
+	Launched out;
+	Confinement& c = out.confinement;
+	c.namespaces = !o.keep_caps;
+	c.families = o.families;
+	c.io_uring = o.io_uring;
+	c.landlock_abi = landlock_abi();
+	c.landlock_scoped = landlock_scopes(o, c.landlock_abi);
+
+	ChildPlan plan{};
+	plan.o = &o;
+	plan.who = confine::resolve_user(o.user);
+	plan.namespaces = c.namespaces;
+	plan.landlock_scoped = c.landlock_scoped;
+	std::vector<sock_filter> filter = compile_seccomp(o.families, o.io_uring);
+	plan.seccomp.len = static_cast<unsigned short>(filter.size());
+	plan.seccomp.filter = filter.data();
+	if (c.namespaces)
+		plan_mounts(o, c, plan);
+
+	Fd procs;
+	if (o.join) {
+		procs.reset(::open((o.cgroup + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+		if (!procs.valid())
+			fail_errno("open " + o.cgroup + "/cgroup.procs");
+	}
+	plan.procs_fd = procs.get();
+	Fd cg(::open(o.cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (!cg.valid())
+		fail_errno("open cgroup " + o.cgroup);
+
+	CommandLine cl;
+	make_command_line(o, cl);
+	plan.argv = cl.argv.data();
+	plan.envp = cl.envp.data();
+
+	int errpipe[2];
+	if (::pipe2(errpipe, O_CLOEXEC) != 0)
+		fail_errno("pipe");
+	plan.errfd = errpipe[1];
+
+	int pidfd = -1;
+	long pid = clone_child(o, plan, cg.get(), errpipe, &pidfd);
 	::close(errpipe[1]);
 	ChildError err{};
 	ssize_t n = ::read(errpipe[0], &err, sizeof(err));
