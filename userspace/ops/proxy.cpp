@@ -24,12 +24,15 @@
 #include <tuple>
 #include <vector>
 
-#include <bpf/bpf.h>
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
+#include "confine/process.h"
+#include "kernel/views.h"
 #include "net/address.h"
+#include "ops/proxy_sockets.h"
+#include "proxyd/args.h"
 #include "util/error.h"
 #include "util/text.h"
 #include "util/files.h"
@@ -43,9 +46,7 @@ namespace airlock::ops {
 
 namespace {
 
-constexpr int kRecordsFd = 3;
-constexpr int kOriginFd = 4;
-constexpr int kFirstSocketFd = 5;  // the listeners, then the UDP sockets
+constexpr int kRecordsFd = 3;  // the first the proxy is handed; the rest follow
 
 Fd high_dup(int fd)
 {
@@ -53,120 +54,6 @@ Fd high_dup(int fd)
 	if (n < 0)
 		fail_errno("dup a descriptor for the proxy");
 	return Fd(n);
-}
-
-// The proxy's sockets are bound to lo, the device: whatever an attacker who
-// took the proxy over sends from them (a datagram to any address, with any
-// control message) cannot leave the host. A socket bound to ::1 could
-// otherwise send to a routed IPv6 address (Linux refuses this only for
-// 127.0.0.0/8), and without CAP_NET_RAW the proxy cannot rebind it.
-bool bind_to_lo(int fd)
-{
-	static const char lo[] = "lo";
-	return ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, lo, sizeof(lo) - 1) == 0;
-}
-
-Fd listener(const Fd& netns, int family, uint16_t port)
-{
-	Fd s = socket_in(netns, family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (!s.valid() || !bind_to_lo(s.get()))
-		return Fd();
-	int one = 1;
-	::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	int rc;
-	if (family == AF_INET) {
-		sockaddr_in a{};
-		a.sin_family = AF_INET;
-		a.sin_port = htons(port);
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-	} else {
-		::setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-		sockaddr_in6 a{};
-		a.sin6_family = AF_INET6;
-		a.sin6_port = htons(port);
-		a.sin6_addr = in6addr_loopback;
-		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-	}
-	if (rc != 0 || ::listen(s.get(), 1024) != 0)
-		return Fd();
-	return s;
-}
-
-Fd datagram_socket(const Fd& netns, int family, uint16_t port)
-{
-	Fd s = socket_in(netns, family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (!s.valid() || !bind_to_lo(s.get()))
-		return Fd();
-	int rc;
-	if (family == AF_INET) {
-		sockaddr_in a{};
-		a.sin_family = AF_INET;
-		a.sin_port = htons(port);
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-	} else {
-		int one = 1;
-		::setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-		sockaddr_in6 a{};
-		a.sin6_family = AF_INET6;
-		a.sin6_port = htons(port);
-		a.sin6_addr = in6addr_loopback;
-		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-	}
-	return rc == 0 ? std::move(s) : Fd();
-}
-
-// A listener on 127.0.0.1 in netns, on a port of this process's range:
-// never one the sandbox's namespace picks, whose range its processes may
-// set (a port a host service listens on would become a proxy port, and
-// other sandboxes' connects to it proxy-port violations). The port is
-// picked by a socket of this process's namespace, kept in `held` (each
-// pick another) until the caller is done.
-Fd fresh_listener(const Fd& netns, std::vector<Fd>& held)
-{
-	if (!netns.valid())
-		return listener(netns, AF_INET, 0);
-	for (int i = 0; i < 8; i++) {
-		Fd pick(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-		sockaddr_in a{};
-		a.sin_family = AF_INET;
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		socklen_t len = sizeof(a);
-		if (!pick.valid() || ::bind(pick.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-		    ::getsockname(pick.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
-			return Fd();
-		held.push_back(std::move(pick));
-		Fd l = listener(netns, AF_INET, ntohs(a.sin_port));
-		if (l.valid())
-			return l;  // else taken in netns: another
-	}
-	return Fd();
-}
-
-uint16_t port_of(int fd)
-{
-	sockaddr_in a{};
-	socklen_t len = sizeof(a);
-	if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-		fail_errno("getsockname of the proxy's listener");
-	return ntohs(a.sin_port);
-}
-
-socklen_t to_sockaddr(const Address& a, uint16_t port, sockaddr_storage& ss)
-{
-	if (a.family == AL_FAMILY_IPV4) {
-		auto* in = reinterpret_cast<sockaddr_in*>(&ss);
-		in->sin_family = AF_INET;
-		in->sin_port = htons(port);
-		std::memcpy(&in->sin_addr, a.bytes.data(), 4);
-		return sizeof(sockaddr_in);
-	}
-	auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
-	in6->sin6_family = AF_INET6;
-	in6->sin6_port = htons(port);
-	std::memcpy(&in6->sin6_addr, a.bytes.data(), 16);
-	return sizeof(sockaddr_in6);
 }
 
 }  // namespace
@@ -286,68 +173,188 @@ SandboxProxy::~SandboxProxy()
 	}
 }
 
-void SandboxProxy::start()
-{
-	starts_.push_back(std::chrono::steady_clock::now());
-	starts_total_++;
-	// Listeners first: the same port again if it is free, so that the
-	// records of one sandbox name one proxy port. The port is claimed in
-	// the kernel before the proxy runs, and never one another sandbox's
-	// proxy holds in another network namespace: another port is bound then.
+// The proxy's sockets, on one port: TCP on 127.0.0.1 (always) and ::1,
+// UDP on both.
+struct SandboxProxy::Listeners {
 	Fd l4, l6, u4, u6;
-	al_proxy px{};
 	// Each attempt binds another port: those given up stay bound, here,
 	// until one is claimed.
 	std::vector<Fd> held;
+};
+
+// What the proxy finds open at exec: each descriptor (a copy of this
+// process's, numbered high) with the number it gets in the proxy, in
+// ascending order, and its arguments naming them.
+struct SandboxProxy::Handover {
+	proxyd::ProxyArgs args;
+	std::vector<std::pair<Fd, int>> fds;
+};
+
+// Listeners first: the same port again if it is free, so that the
+// records of one sandbox name one proxy port. The port is claimed in
+// the kernel before the proxy runs, and never one another sandbox's
+// proxy holds in another network namespace: another port is bound then.
+void SandboxProxy::bind_port(Listeners& ls)
+{
 	for (int attempt = 0;; attempt++) {
-		if (l4.valid())
-			held.emplace_back(l4.release());  // l4 is empty after
-		for (Fd* f : {&l6, &u4, &u6})
+		if (ls.l4.valid())
+			ls.held.emplace_back(ls.l4.release());  // l4 is empty after
+		for (Fd* f : {&ls.l6, &ls.u4, &ls.u6})
 			f->reset();
 		if (attempt == 0 && port_ != 0)
-			l4 = listener(o_.netns, AF_INET, port_);
-		if (!l4.valid())
-			l4 = fresh_listener(o_.netns, held);
-		if (!l4.valid())
+			ls.l4 = listener(o_.netns, AF_INET, port_);
+		if (!ls.l4.valid())
+			ls.l4 = fresh_listener(o_.netns, ls.held);
+		if (!ls.l4.valid())
 			fail_errno("listen on 127.0.0.1 for the proxy of sandbox " + rec_.name);
-		port_ = port_of(l4.get());
-		l6 = listener(o_.netns, AF_INET6, port_);
+		port_ = port_of(ls.l4.get());
+		ls.l6 = listener(o_.netns, AF_INET6, port_);
 		int e6 = errno;
 		// Datagrams on the same port: without, they are refused (redirect-udp).
-		u4 = datagram_socket(o_.netns, AF_INET, port_);
+		ls.u4 = datagram_socket(o_.netns, AF_INET, port_);
 		int eu4 = errno;
-		u6 = l6.valid() ? datagram_socket(o_.netns, AF_INET6, port_) : Fd();
+		ls.u6 = ls.l6.valid() ? datagram_socket(o_.netns, AF_INET6, port_) : Fd();
 		int eu6 = errno;
-		px = al_proxy{};
+		al_proxy px{};
 		px.addr4 = htonl(INADDR_LOOPBACK);
 		px.port = port_;
-		if (l6.valid()) {
+		if (ls.l6.valid()) {
 			px.flags |= AL_PROXY_IPV6;
 			std::memcpy(px.addr6, &in6addr_loopback, sizeof(px.addr6));
 		}
-		if (u4.valid())
+		if (ls.u4.valid())
 			px.flags |= AL_PROXY_UDP4;
-		if (u6.valid())
+		if (ls.u6.valid())
 			px.flags |= AL_PROXY_UDP6;
 		if (k_.set_proxy(rec_.slot, px)) {
-			if (!l6.valid())
+			if (!ls.l6.valid())
 				spdlog::warn("{}: no proxy listener on [::1]:{} ({}): IPv6 destinations are not "
 					     "redirected, their connects fail (no-proxy)",
 					     rec_.name, port_, std::strerror(e6));
-			if (!u4.valid())
+			if (!ls.u4.valid())
 				spdlog::warn("{}: no proxy UDP socket on 127.0.0.1:{} ({}): redirected IPv4 datagrams "
 					     "are refused (redirect-udp)",
 					     rec_.name, port_, std::strerror(eu4));
-			if (l6.valid() && !u6.valid())
+			if (ls.l6.valid() && !ls.u6.valid())
 				spdlog::warn("{}: no proxy UDP socket on [::1]:{} ({}): redirected IPv6 datagrams "
 					     "are refused (redirect-udp)",
 					     rec_.name, port_, std::strerror(eu6));
-			break;
+			return;
 		}
 		if (attempt == 7)
 			fail("the proxy of sandbox {}: 8 ports bound, each another sandbox's proxy port", rec_.name);
 		spdlog::info("{}: port {} is another sandbox's proxy port; binding another", rec_.name, port_);
 	}
+}
+
+// Everything the child needs, made before it exists: between fork and
+// exec it only moves descriptors. Records, the origin table, the sockets
+// (listeners, then UDP), the CA, the channel to this process, then the
+// SNI gate's learned names, numbered in that order from kRecordsFd.
+SandboxProxy::Handover SandboxProxy::make_handover(const Listeners& ls)
+{
+	Handover h;
+	proxyd::ProxyArgs& a = h.args;
+	a.sandbox = rec_.name;
+	a.slot = rec_.slot;
+	a.policy_file = paths_.policy_copy(rec_.name, rec_.bank);
+	a.user = o_.user;
+	int next = kRecordsFd;
+	auto give = [&](int fd) {
+		h.fds.emplace_back(high_dup(fd), next);
+		return next++;
+	};
+
+	std::string dir = records_.substr(0, records_.rfind('/'));
+	make_dirs(dir, 0750);
+	Fd records(::open(records_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640));
+	if (!records.valid())
+		fail_errno("open the world's records " + records_);
+	a.records_fd = give(records.get());
+	a.origin_fd = give(k_.origin_table_readonly(rec_.slot).get());
+	a.listen_fds.push_back(give(ls.l4.get()));
+	if (ls.l6.valid())
+		a.listen_fds.push_back(give(ls.l6.get()));
+	for (const Fd* u : {&ls.u4, &ls.u6})
+		if (u->valid())
+			a.udp_fds.push_back(give(u->get()));
+	// The CA, certificate and key, in a sealed memfd.
+	if (!ca_.key_pem.empty()) {
+		Fd m(::memfd_create("airlock-world-ca", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+		std::string blob = ca_.cert_pem + ca_.key_pem;
+		bool ok = m.valid() && ::write(m.get(), blob.data(), blob.size()) == static_cast<ssize_t>(blob.size()) &&
+			  ::fcntl(m.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0;
+		OPENSSL_cleanse(blob.data(), blob.size());
+		if (!ok)
+			fail_errno("hand the world's CA to the proxy of sandbox " + rec_.name);
+		a.ca_fd = give(m.get());
+	}
+	int sv[2];
+	if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+		fail_errno("the channel to the proxy of sandbox " + rec_.name);
+	ctl_ = Fd(sv[0]);
+	Fd peer(sv[1]);
+	int nb = 1;
+	::ioctl(ctl_.get(), FIONBIO, &nb);
+	a.control_fd = give(peer.get());
+	if (gated()) {
+		a.learned_fd = give(k_.learned_table_readonly(rec_.slot).get());
+		if (!origin_ro_.valid())
+			origin_ro_ = k_.origin_table_readonly(rec_.slot);
+	}
+	return h;
+}
+
+// Forks and execs the proxy on the handover; its pid and pidfd.
+std::pair<pid_t, Fd> SandboxProxy::spawn(const Handover& h)
+{
+	std::vector<std::string> args = {"airlock", "proxy"};
+	for (auto& s : h.args.to_argv())
+		args.push_back(std::move(s));
+	std::vector<char*> argv;
+	argv.reserve(args.size() + 1);
+	for (auto& a : args)
+		argv.push_back(a.data());
+	argv.push_back(nullptr);
+	int last_fd = h.fds.back().second;
+	pid_t parent = ::getpid();
+
+	pid_t pid = ::fork();
+	if (pid < 0)
+		fail_errno("fork the proxy of sandbox " + rec_.name);
+	if (pid == 0) {
+		if (confine::die_with_parent(parent, SIGTERM) != 0)
+			::_exit(127);
+		// A session of its own: no controlling terminal to type into.
+		if (::setsid() < 0)
+			::_exit(127);
+		sigset_t none;
+		sigemptyset(&none);
+		::sigprocmask(SIG_SETMASK, &none, nullptr);
+		for (const auto& [fd, number] : h.fds)
+			if (::dup2(fd.get(), number) < 0)
+				::_exit(127);
+		::syscall(SYS_close_range, last_fd + 1, ~0u, 0);
+		::execv(o_.program.c_str(), argv.data());
+		::_exit(127);
+	}
+	Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+	if (!pidfd.valid()) {
+		int e = errno;
+		::kill(pid, SIGKILL);  // not watched, it would not be waited for
+		::waitpid(pid, nullptr, 0);
+		errno = e;
+		fail_errno("pidfd_open of the proxy");
+	}
+	return {pid, std::move(pidfd)};
+}
+
+void SandboxProxy::start()
+{
+	starts_.push_back(std::chrono::steady_clock::now());
+	starts_total_++;
+	Listeners ls;
+	bind_port(ls);
 	// Until the proxy runs, a failure clears the claim: its listeners close
 	// with this call, and their port must not stay where redirects go.
 	struct Unclaim {
@@ -366,130 +373,8 @@ void SandboxProxy::start()
 		}
 	} unclaim{k_, rec_.slot};
 
-	std::string dir = records_.substr(0, records_.rfind('/'));
-	make_dirs(dir, 0750);
-	Fd records(::open(records_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640));
-	if (!records.valid())
-		fail_errno("open the world's records " + records_);
-	Fd origin = k_.origin_table_readonly(rec_.slot);
-
-	// Everything the child needs, made before it exists: between fork and
-	// exec it only moves descriptors.
-	Fd h_records = high_dup(records.get());
-	Fd h_origin = high_dup(origin.get());
-	// The sockets, each with its option, in the order they are numbered
-	// from kFirstSocketFd in the child.
-	std::vector<std::pair<Fd, const char*>> socks;
-	socks.emplace_back(high_dup(l4.get()), "--listen-fd");
-	if (l6.valid())
-		socks.emplace_back(high_dup(l6.get()), "--listen-fd");
-	if (u4.valid())
-		socks.emplace_back(high_dup(u4.get()), "--udp-fd");
-	if (u6.valid())
-		socks.emplace_back(high_dup(u6.get()), "--udp-fd");
-	// The CA, certificate and key, in a sealed memfd numbered after the sockets.
-	Fd h_ca;
-	if (!ca_.key_pem.empty()) {
-		Fd m(::memfd_create("airlock-world-ca", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-		std::string blob = ca_.cert_pem + ca_.key_pem;
-		bool ok = m.valid() && ::write(m.get(), blob.data(), blob.size()) == static_cast<ssize_t>(blob.size()) &&
-			  ::fcntl(m.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0;
-		OPENSSL_cleanse(blob.data(), blob.size());
-		if (!ok)
-			fail_errno("hand the world's CA to the proxy of sandbox " + rec_.name);
-		h_ca = high_dup(m.get());
-	}
-	std::string policy_copy = paths_.policy_copy(rec_.name, rec_.bank);
-	std::vector<std::string> args = {"airlock",
-					  "proxy",
-					  "--sandbox",
-					  rec_.name,
-					  "--slot",
-					  std::to_string(rec_.slot),
-					  "--policy",
-					  policy_copy,
-					  "--user",
-					  o_.user,
-					  "--records-fd",
-					  std::to_string(kRecordsFd),
-					  "--origin-fd",
-					  std::to_string(kOriginFd)};
-	for (size_t i = 0; i < socks.size(); i++) {
-		args.emplace_back(socks[i].second);
-		args.emplace_back(std::to_string(kFirstSocketFd + static_cast<int>(i)));
-	}
-	int ca_fd = kFirstSocketFd + static_cast<int>(socks.size());
-	if (h_ca.valid()) {
-		args.emplace_back("--ca-fd");
-		args.emplace_back(std::to_string(ca_fd));
-	}
-	// The channel to this process, then the SNI gate's learned names,
-	// numbered after the CA.
-	Fd h_ctl, h_learned;
-	int ctl_fd = ca_fd + (h_ca.valid() ? 1 : 0);
-	int learned_fd = ctl_fd + 1;
-	{
-		int sv[2];
-		if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-			fail_errno("the channel to the proxy of sandbox " + rec_.name);
-		ctl_ = Fd(sv[0]);
-		Fd peer(sv[1]);
-		int nb = 1;
-		::ioctl(ctl_.get(), FIONBIO, &nb);
-		h_ctl = high_dup(peer.get());
-		args.emplace_back("--control-fd");
-		args.emplace_back(std::to_string(ctl_fd));
-	}
-	if (gated()) {
-		Fd learned = k_.learned_table_readonly(rec_.slot);
-		h_learned = high_dup(learned.get());
-		if (!origin_ro_.valid())
-			origin_ro_ = k_.origin_table_readonly(rec_.slot);
-		args.emplace_back("--learned-fd");
-		args.emplace_back(std::to_string(learned_fd));
-	}
-	int last_fd = h_learned.valid() ? learned_fd : ctl_fd;
-	std::vector<char*> argv;
-	argv.reserve(args.size() + 1);
-	for (auto& a : args)
-		argv.push_back(a.data());
-	argv.push_back(nullptr);
-	pid_t parent = ::getpid();
-
-	pid_t pid = ::fork();
-	if (pid < 0)
-		fail_errno("fork the proxy of sandbox " + rec_.name);
-	if (pid == 0) {
-		::prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (::getppid() != parent)
-			::_exit(127);
-		// A session of its own: no controlling terminal to type into.
-		if (::setsid() < 0)
-			::_exit(127);
-		sigset_t none;
-		sigemptyset(&none);
-		::sigprocmask(SIG_SETMASK, &none, nullptr);
-		if (::dup2(h_records.get(), kRecordsFd) < 0 || ::dup2(h_origin.get(), kOriginFd) < 0)
-			::_exit(127);
-		for (size_t i = 0; i < socks.size(); i++)
-			if (::dup2(socks[i].first.get(), kFirstSocketFd + static_cast<int>(i)) < 0)
-				::_exit(127);
-		if (h_ca.valid() && ::dup2(h_ca.get(), ca_fd) < 0)
-			::_exit(127);
-		if (::dup2(h_ctl.get(), ctl_fd) < 0 || (h_learned.valid() && ::dup2(h_learned.get(), learned_fd) < 0))
-			::_exit(127);
-		::syscall(SYS_close_range, last_fd + 1, ~0u, 0);
-		::execv(o_.program.c_str(), argv.data());
-		::_exit(127);
-	}
-	Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-	if (!pidfd.valid()) {
-		int e = errno;
-		::kill(pid, SIGKILL);  // not watched, it would not be waited for
-		::waitpid(pid, nullptr, 0);
-		errno = e;
-		fail_errno("pidfd_open of the proxy");
-	}
+	Handover h = make_handover(ls);
+	auto [pid, pidfd] = spawn(h);
 	pid_ = pid;
 	pidfd_ = std::move(pidfd);
 	down_until_.reset();
@@ -497,7 +382,8 @@ void SandboxProxy::start()
 	unclaim.armed = false;
 	write_stats();  // its start counted
 	spdlog::info("{}: proxy {} on 127.0.0.1:{}{}{}{}, records in {}", rec_.name, pid_, port_,
-		     l6.valid() ? fmt::format(" and [::1]:{}", port_) : "", u4.valid() ? " (TCP and UDP)" : " (TCP)",
+		     ls.l6.valid() ? fmt::format(" and [::1]:{}", port_) : "",
+		     ls.u4.valid() ? " (TCP and UDP)" : " (TCP)",
 		     o_.netns.valid() ? fmt::format(" in net:[{}]", netns_inode_) : "", records_);
 }
 
@@ -550,10 +436,12 @@ void SandboxProxy::answer(const proxy::GateRequest& q)
 {
 	proxy::GateReply r;
 	r.id = q.id;
-	al_origin v{};
+	std::optional<al_origin> found;
+	if (origin_ro_.valid())
+		found = kernel::OriginView(origin_ro_.get()).find(q.key);
+	al_origin v = found.value_or(al_origin{});
 	Fd s;
-	if (!origin_ro_.valid() || ::bpf_map_lookup_elem(origin_ro_.get(), &q.key, &v) != 0 || v.slot != rec_.slot ||
-	    v.protocol != IPPROTO_TCP) {
+	if (!found || v.slot != rec_.slot || v.protocol != IPPROTO_TCP) {
 		r.error = ENOENT;
 	} else if (v.rule >= policy_.rules.size() || !policy_.rules[v.rule].tls_sni_require) {
 		r.error = EPERM;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -115,7 +116,12 @@ public:
 	proxy::ProxyCounts counts() const;
 
 private:
+	struct Listeners;
+	struct Handover;
 	void start();
+	void bind_port(Listeners&);
+	Handover make_handover(const Listeners&);
+	std::pair<pid_t, Fd> spawn(const Handover&);
 	void stop();
 	void serve_channel();
 	void halt(const std::string& why, std::chrono::seconds down_for);

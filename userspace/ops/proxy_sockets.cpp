@@ -1,0 +1,131 @@
+#include "ops/proxy_sockets.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cstring>
+
+#include "util/error.h"
+#include "util/netns.h"
+
+namespace airlock::ops {
+
+namespace {
+
+// The proxy's sockets are bound to lo, the device: whatever an attacker who
+// took the proxy over sends from them (a datagram to any address, with any
+// control message) cannot leave the host. A socket bound to ::1 could
+// otherwise send to a routed IPv6 address (Linux refuses this only for
+// 127.0.0.0/8), and without CAP_NET_RAW the proxy cannot rebind it.
+bool bind_to_lo(int fd)
+{
+	static const char lo[] = "lo";
+	return ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, lo, sizeof(lo) - 1) == 0;
+}
+
+}  // namespace
+
+Fd listener(const Fd& netns, int family, uint16_t port)
+{
+	Fd s = socket_in(netns, family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (!s.valid() || !bind_to_lo(s.get()))
+		return Fd();
+	int one = 1;
+	::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	int rc;
+	if (family == AF_INET) {
+		sockaddr_in a{};
+		a.sin_family = AF_INET;
+		a.sin_port = htons(port);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+	} else {
+		::setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		sockaddr_in6 a{};
+		a.sin6_family = AF_INET6;
+		a.sin6_port = htons(port);
+		a.sin6_addr = in6addr_loopback;
+		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+	}
+	if (rc != 0 || ::listen(s.get(), 1024) != 0)
+		return Fd();
+	return s;
+}
+
+Fd datagram_socket(const Fd& netns, int family, uint16_t port)
+{
+	Fd s = socket_in(netns, family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (!s.valid() || !bind_to_lo(s.get()))
+		return Fd();
+	int rc;
+	if (family == AF_INET) {
+		sockaddr_in a{};
+		a.sin_family = AF_INET;
+		a.sin_port = htons(port);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+	} else {
+		int one = 1;
+		::setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		sockaddr_in6 a{};
+		a.sin6_family = AF_INET6;
+		a.sin6_port = htons(port);
+		a.sin6_addr = in6addr_loopback;
+		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+	}
+	return rc == 0 ? std::move(s) : Fd();
+}
+
+// A listener on 127.0.0.1 in netns, on a port of this process's range:
+// never one the sandbox's namespace picks, whose range its processes may
+// set (a port a host service listens on would become a proxy port, and
+// other sandboxes' connects to it proxy-port violations). The port is
+// picked by a socket of this process's namespace, kept in `held` (each
+// pick another) until the caller is done.
+Fd fresh_listener(const Fd& netns, std::vector<Fd>& held)
+{
+	if (!netns.valid())
+		return listener(netns, AF_INET, 0);
+	for (int i = 0; i < 8; i++) {
+		Fd pick(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+		sockaddr_in a{};
+		a.sin_family = AF_INET;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		socklen_t len = sizeof(a);
+		if (!pick.valid() || ::bind(pick.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+		    ::getsockname(pick.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+			return Fd();
+		held.push_back(std::move(pick));
+		Fd l = listener(netns, AF_INET, ntohs(a.sin_port));
+		if (l.valid())
+			return l;  // else taken in netns: another
+	}
+	return Fd();
+}
+
+uint16_t port_of(int fd)
+{
+	sockaddr_in a{};
+	socklen_t len = sizeof(a);
+	if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+		fail_errno("getsockname of the proxy's listener");
+	return ntohs(a.sin_port);
+}
+
+socklen_t to_sockaddr(const Address& a, uint16_t port, sockaddr_storage& ss)
+{
+	if (a.family == AL_FAMILY_IPV4) {
+		auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+		in->sin_family = AF_INET;
+		in->sin_port = htons(port);
+		std::memcpy(&in->sin_addr, a.bytes.data(), 4);
+		return sizeof(sockaddr_in);
+	}
+	auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+	in6->sin6_family = AF_INET6;
+	in6->sin6_port = htons(port);
+	std::memcpy(&in6->sin6_addr, a.bytes.data(), 16);
+	return sizeof(sockaddr_in6);
+}
+
+}  // namespace airlock::ops

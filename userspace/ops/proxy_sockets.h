@@ -1,0 +1,28 @@
+#pragma once
+// The proxy's sockets, made by the agent and handed over (ops/proxy.h):
+// listeners and datagram sockets on loopback, bound to lo; and the SNI
+// gate's addresses.
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "net/address.h"
+#include "util/fd.h"
+
+namespace airlock::ops {
+
+// A listener on the loopback address of family (AF_INET, AF_INET6) and
+// port, in netns (not valid: this process's); invalid when it cannot be had.
+Fd listener(const Fd& netns, int family, uint16_t port);
+// A UDP socket on the same.
+Fd datagram_socket(const Fd& netns, int family, uint16_t port);
+// A listener on 127.0.0.1 in netns, on a port of this process's range
+// (each pick kept in `held` until the caller is done).
+Fd fresh_listener(const Fd& netns, std::vector<Fd>& held);
+// The port a listener is bound to.
+uint16_t port_of(int fd);
+// The sockaddr of an address and port; its length.
+socklen_t to_sockaddr(const Address& a, uint16_t port, sockaddr_storage& ss);
+
+}  // namespace airlock::ops
