@@ -57,10 +57,17 @@ if not layers:
 names = [n for n, _ in layers]
 roles = {}
 for name in names:
-    for line in header:
+    for i, line in enumerate(header):
         m = re.match(r"#\s{2,}" + re.escape(name) + r"\s+(\S.*)$", line)
         if m:
-            roles[name] = m.group(1).strip()
+            role = [m.group(1).strip()]
+            # A role goes on over the lines indented past the layer names.
+            for more in header[i + 1:]:
+                c = re.match(r"#\s{8,}(\S.*)$", more)
+                if not c:
+                    break
+                role.append(c.group(1).strip())
+            roles[name] = " ".join(role)
             break
     else:
         fail(f"{cmake}: layer '{name}' has no line '#   {name}  ROLE' in the header comment")

@@ -4,16 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "proxyd/args.h"
-
 namespace airlock {
 
-// What the agent hands over (proxyd/args.h), option by option.
-using ProxyCommand = proxyd::ProxyArgs;
-
-int cmd_proxy(const ProxyCommand&);
 // The arguments after `airlock proxy`, as ops/proxy.cpp writes them
-// (ProxyArgs::to_argv); a bad one fails with one line.
+// (proxyd::ProxyArgs::to_argv); a bad one fails with one line.
 int cmd_proxy(const std::vector<std::string>& args);
 
 }  // namespace airlock

@@ -3,7 +3,10 @@
 // "command" is declared for --help only.
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "cli/commands.h"
+#include "confine/capabilities.h"
 #include "ops/run.h"
 
 namespace airlock {
@@ -23,8 +26,8 @@ void register_run(CLI::App& app, Globals& g)
 	run->add_flag("--standalone", o->standalone,
 		      "Supervise the sandbox in this process even when a daemon runs (default: the daemon does)");
 	run->add_flag("--keep-caps", o->keep_caps,
-		      "Do not drop CAP_NET_RAW, CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, "
-		      "CAP_SYS_MODULE from the command");
+		      fmt::format("Do not drop {} from the command",
+				  confine::capability_names(confine::dropped_capabilities())));
 	auto command_help = std::make_shared<std::vector<std::string>>();
 	run->add_option("command", *command_help, "Command and arguments, after --");
 	run->footer(
