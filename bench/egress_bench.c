@@ -25,7 +25,8 @@ int main(int argc, char** argv)
 	int one = 1;
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	socklen_t len = sizeof(sa);
-	if (bind(l, (struct sockaddr*)&sa, sizeof(sa)) || listen(l, 4096) || getsockname(l, (struct sockaddr*)&sa, &len)) {
+	if (bind(l, (struct sockaddr*)&sa, sizeof(sa)) || listen(l, 4096) ||
+	    getsockname(l, (struct sockaddr*)&sa, &len)) {
 		perror("listen");
 		return 1;
 	}

@@ -61,10 +61,11 @@ static void make_hello(const char* name)
 		fprintf(stderr, "world_bench: a name of 1-253 bytes\n");
 		exit(2);
 	}
-	size_t ext = 2 + 2 + 2 + 1 + 2 + nl;          // server_name
+	size_t ext = 2 + 2 + 2 + 1 + 2 + nl;         // server_name
 	size_t body = 2 + 32 + 1 + 4 + 2 + 2 + ext;  // version, random, session, suites, compression, extensions
 	unsigned char* m = hello;
-	m[n++] = 0x16, m[n++] = 3, m[n++] = 1, m[n++] = (unsigned char)((body + 4) >> 8), m[n++] = (unsigned char)(body + 4);
+	m[n++] = 0x16, m[n++] = 3, m[n++] = 1, m[n++] = (unsigned char)((body + 4) >> 8),
+	m[n++] = (unsigned char)(body + 4);
 	m[n++] = 1, m[n++] = 0, m[n++] = (unsigned char)(body >> 8), m[n++] = (unsigned char)body;
 	m[n++] = 3, m[n++] = 3;
 	memset(m + n, 0x5a, 32);
@@ -100,7 +101,9 @@ static void resolve(const char* name)
 	static const unsigned char tail[] = {0, 0, 1, 0, 1};
 	memcpy(q + n, tail, sizeof(tail));
 	n += sizeof(tail);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(53),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int s = socket(AF_INET, SOCK_DGRAM, 0);
 	struct timeval tv = {.tv_sec = 3};
 	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

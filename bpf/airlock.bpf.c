@@ -44,8 +44,7 @@ int al_sock_create(struct bpf_sock *sk)
 	if (sk->type == AL_SOCK_RAW) {
 		d.verdict = AL_VERDICT_DENY;
 		d.reason = AL_REASON_RAW_SOCKET;
-	} else if (sk->type == AL_SOCK_DGRAM &&
-		   (sk->protocol == IPPROTO_ICMP || sk->protocol == IPPROTO_ICMPV6) &&
+	} else if (sk->type == AL_SOCK_DGRAM && (sk->protocol == IPPROTO_ICMP || sk->protocol == IPPROTO_ICMPV6) &&
 		   !(sb->flags & AL_SB_ALLOW_ICMP)) {
 		d.verdict = AL_VERDICT_DENY;
 		d.reason = AL_REASON_ICMP_SOCKET;
@@ -128,8 +127,7 @@ int al_sendmsg6(struct bpf_sock_addr *ctx)
 {
 	struct bpf_sock *sk = ctx->sk;
 
-	if (!(ctx->user_ip6[0] | ctx->user_ip6[1] | ctx->user_ip6[2] | ctx->user_ip6[3]) &&
-	    ctx->user_port == 0 && sk &&
+	if (!(ctx->user_ip6[0] | ctx->user_ip6[1] | ctx->user_ip6[2] | ctx->user_ip6[3]) && ctx->user_port == 0 && sk &&
 	    (sk->dst_ip6[0] | sk->dst_ip6[1] | sk->dst_ip6[2] | sk->dst_ip6[3])) {
 		struct al_dest dst = { .protocol = (__u8)ctx->protocol };
 		__u32 ip6[4] = { sk->dst_ip6[0], sk->dst_ip6[1], sk->dst_ip6[2], sk->dst_ip6[3] };
@@ -489,8 +487,7 @@ int al_egress(struct __sk_buff *skb)
 /* A datagram to a socket redirected to a target, from that target (a DNS
  * simulator on port 53 answering), under a rule that still sends it there:
  * not an answer of a resolver, nothing to learn from it. */
-static __always_inline int al_from_target(struct __sk_buff *skb, const struct al_sandbox *sb,
-					  const struct al_dest *pkt)
+static __always_inline int al_from_target(struct __sk_buff *skb, const struct al_sandbox *sb, const struct al_dest *pkt)
 {
 	struct al_sk_origin *so;
 	struct al_dest src = { .family = pkt->family, .protocol = pkt->protocol, .port = pkt->sport };

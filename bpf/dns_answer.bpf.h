@@ -267,7 +267,7 @@ static long al_rr_step(__u32 i, void *ctx)
 
 struct al_learn_ctx {
 	struct al_scratch *s;
-	void *table;                /* the sandbox's learned addresses */
+	void *table; /* the sandbox's learned addresses */
 	struct al_dns_policy *dp;
 	struct al_counters *c;
 	__u64 cgid;
@@ -275,8 +275,8 @@ struct al_learn_ctx {
 	__u32 slot;
 	__u32 policy_id;
 	__u16 rule;
-	__u8 allowed;               /* the question's name is allowed: learn */
-	__u8 report;                /* emit an event per address */
+	__u8 allowed; /* the question's name is allowed: learn */
+	__u8 report;  /* emit an event per address */
 };
 
 /* Address k of the answer: learned with its clamped TTL, and reported. */
@@ -307,9 +307,10 @@ static long al_learn_one(__u32 k, void *ctx)
 		struct al_dest a = { .family = (__u8)s->answers[i].family };
 		struct al_decision d = {
 			.verdict = AL_VERDICT_ALLOW,
-			.reason = learned ? AL_REASON_LEARNED
-					  : s->off_chain[i] ? AL_REASON_DNS_OFF_CHAIN
-					  : lc->allowed ? AL_REASON_DNS_TABLE : AL_REASON_NO_RULE,
+			.reason = learned           ? AL_REASON_LEARNED
+				  : s->off_chain[i] ? AL_REASON_DNS_OFF_CHAIN
+				  : lc->allowed     ? AL_REASON_DNS_TABLE
+						    : AL_REASON_NO_RULE,
 			.rule = lc->rule,
 		};
 
@@ -340,8 +341,8 @@ static __always_inline int al_answer_drop_why(struct al_sandbox *sb, struct al_c
 		c->dns_answers_dropped++;
 	al_count_helper(c, &d);
 	if (s)
-		al_emit_dns(c, AL_HOOK_INGRESS, cgid, sb->slot, sb->policy_id, &from, &d, &s->lv.name, s->qtype,
-			    s->qid, s->name_bytes, 0, 0);
+		al_emit_dns(c, AL_HOOK_INGRESS, cgid, sb->slot, sb->policy_id, &from, &d, &s->lv.name, s->qtype, s->qid,
+			    s->name_bytes, 0, 0);
 	return (sb->flags & AL_SB_AUDIT) ? AL_PASS : AL_DROP;
 }
 
@@ -441,7 +442,8 @@ static __always_inline __u32 al_answer_walk(struct al_scratch *s, const struct a
 	/* Per record: its owner's labels, the fixed part, a comparison of at
 	 * most 255 name bytes, their length bytes and the pointer hops. */
 	if (an)
-		bpf_loop(AL_DNS_MAX_RRS * (AL_DNS_MAX_LABELS + 2 + 2 * 256 + 2 * AL_DNS_PTR_HOPS), al_rr_step, &walk, 0);
+		bpf_loop(AL_DNS_MAX_RRS * (AL_DNS_MAX_LABELS + 2 + 2 * 256 + 2 * AL_DNS_PTR_HOPS), al_rr_step, &walk,
+			 0);
 	return s->rr_err || s->rr_left ? AL_REASON_DNS_MALFORMED : 0;
 }
 

@@ -33,8 +33,8 @@ static __always_inline int al_dns_budget(__u32 slot, const struct al_dns_policy 
 /* Where the DNS message of an egress packet is: the UDP payload, or the one
  * length-prefixed message of a TCP segment. Returns 0 or an al_reason; *len
  * 0 is a TCP segment without data (handshake, ACK, FIN). */
-static __always_inline __u32 al_dns_payload(struct __sk_buff *skb, const struct al_dest *dst, __u32 *off,
-					    __u32 *len, __u8 *err_site)
+static __always_inline __u32 al_dns_payload(struct __sk_buff *skb, const struct al_dest *dst, __u32 *off, __u32 *len,
+					    __u8 *err_site)
 {
 	__u32 l4 = dst->l4off, plen = skb->len;
 	int r;
@@ -160,7 +160,6 @@ static __always_inline __u32 al_edns_check(struct al_scratch *s, const struct al
 	return 0;
 }
 
-
 static __always_inline void al_dns_deny(struct al_decision *d, __u32 reason)
 {
 	d->verdict = AL_VERDICT_DENY;
@@ -250,8 +249,7 @@ static __always_inline __u32 al_query_type(const struct al_dns_policy *dp, const
 }
 
 /* A domain rule must let the name be queried; the decision names the rule. */
-static __always_inline __u32 al_query_name(struct al_scratch *s, const struct al_question *q,
-					   struct al_decision *d)
+static __always_inline __u32 al_query_name(struct al_scratch *s, const struct al_question *q, struct al_decision *d)
 {
 	struct al_rule_set *rs = al_name_match(&s->pv.name, q->n);
 
@@ -265,8 +263,8 @@ static __always_inline __u32 al_query_name(struct al_scratch *s, const struct al
 }
 
 static __always_inline __u32 al_query_judge(struct __sk_buff *skb, const struct al_sandbox *sb,
-					    const struct al_dns_policy *dp, struct al_scratch *s, __u32 off,
-					    __u32 len, struct al_decision *d)
+					    const struct al_dns_policy *dp, struct al_scratch *s, __u32 off, __u32 len,
+					    struct al_decision *d)
 {
 	struct al_dns_hdr h;
 	struct al_question q = {};

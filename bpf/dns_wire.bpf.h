@@ -34,7 +34,7 @@ struct al_dns_hdr {
 #define AL_DNS_HDR_QR 0x8000     /* a response */
 #define AL_DNS_HDR_OPCODE 0x7800 /* 0: a standard query */
 #define AL_DNS_HDR_AA 0x0400
-#define AL_DNS_HDR_TC 0x0200     /* truncated */
+#define AL_DNS_HDR_TC 0x0200 /* truncated */
 #define AL_DNS_HDR_RD 0x0100
 #define AL_DNS_HDR_RA 0x0080
 #define AL_DNS_HDR_Z 0x0040
@@ -89,7 +89,6 @@ static __always_inline void al_scratch_put(struct al_scratch *s)
 {
 	__sync_val_compare_and_swap(&s->busy, 1, 0);
 }
-
 
 /* What a parser's bpf_loop callback needs: pointers only; its state is in
  * the scratch. */
@@ -204,8 +203,8 @@ static __always_inline __u32 al_read_name(struct al_scratch *s, struct al_name_k
 
 /* The question of a query or an answer, once read. */
 struct al_question {
-	__u32 end;       /* just after its type and class */
-	__u32 n;         /* bytes of the name (al_name_key form) */
+	__u32 end; /* just after its type and class */
+	__u32 n;   /* bytes of the name (al_name_key form) */
 	__u32 max_label;
 	__u16 qtype;
 	__u16 qclass;

@@ -13,7 +13,7 @@ struct al_dest {
 	__u16 port;    /* host order */
 	__u8 addr[16];
 	/* cgroup_skb only: */
-	__u16 sport;   /* host order */
+	__u16 sport; /* host order */
 	__u8 saddr[16];
 	__u32 l4off;   /* where the TCP/UDP header starts */
 	__u8 err_site; /* al_err_site, when parsing failed with AL_REASON_HELPER */
@@ -28,13 +28,13 @@ static __always_inline int al_addr_eq(const __u8 *a, const __u8 *b)
 }
 
 struct al_decision {
-	__u8 verdict; /* al_verdict */
-	__u8 reason;  /* al_reason */
-	__u16 rule;   /* AL_RULE_NONE or a policy rule index */
-	__u8 latched; /* this decision set the latch */
-	__u8 quiet;   /* count it, report nothing */
-	__u8 dns;     /* a DNS query: report it with its question (the egress scratch) */
-	__u8 signal;  /* al_event_signal: sent to the task in the call */
+	__u8 verdict;  /* al_verdict */
+	__u8 reason;   /* al_reason */
+	__u16 rule;    /* AL_RULE_NONE or a policy rule index */
+	__u8 latched;  /* this decision set the latch */
+	__u8 quiet;    /* count it, report nothing */
+	__u8 dns;      /* a DNS query: report it with its question (the egress scratch) */
+	__u8 signal;   /* al_event_signal: sent to the task in the call */
 	__u8 err_site; /* al_err_site, when the reason is AL_REASON_HELPER */
 };
 
@@ -88,8 +88,7 @@ static __always_inline int al_refusal(__u8 reason)
 	       reason == AL_REASON_REDIRECT_FAMILY;
 }
 
-static __always_inline void al_count(struct al_counters *c, __u8 hook,
-				     const struct al_decision *d)
+static __always_inline void al_count(struct al_counters *c, __u8 hook, const struct al_decision *d)
 {
 	if (!c)
 		return;
@@ -137,7 +136,8 @@ static __always_inline int al_event_admit(struct al_counters *c, __u8 hook, __u3
 		__u64 base = tat > now ? tat : now;
 
 		/* A lost race is a flood on two CPUs at once: hold it back too. */
-		if (base - now <= tolerance && __sync_val_compare_and_swap(&f->tat_ns[h][r], tat, base + interval) == tat)
+		if (base - now <= tolerance &&
+		    __sync_val_compare_and_swap(&f->tat_ns[h][r], tat, base + interval) == tat)
 			return 1;
 	}
 	if (c)
@@ -181,9 +181,8 @@ static __always_inline void al_fill_event(struct al_event *e, __u8 kind, __u8 ho
 	__builtin_memcpy(e->addr, dst->addr, sizeof(e->addr));
 }
 
-static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgroup_id,
-				    __u32 slot, __u32 policy_id, const struct al_dest *dst,
-				    const struct al_decision *d)
+static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgroup_id, __u32 slot, __u32 policy_id,
+				    const struct al_dest *dst, const struct al_decision *d)
 {
 	if (!al_event_admit(c, hook, slot, d))
 		return;
@@ -203,10 +202,10 @@ static __always_inline void al_emit(struct al_counters *c, __u8 hook, __u64 cgro
 
 /* A DNS decision or a learned address, with the question. name_bytes is
  * the name's length + 1 (0: no name was parsed). */
-static __always_inline void al_emit_dns(struct al_counters *c, __u8 hook, __u64 cgroup_id, __u32 slot,
-					__u32 policy_id, const struct al_dest *dst, const struct al_decision *d,
-					const struct al_name_key *name, __u16 qtype, __u16 qid,
-					__u32 name_bytes, __u8 learned, __u32 ttl)
+static __always_inline void al_emit_dns(struct al_counters *c, __u8 hook, __u64 cgroup_id, __u32 slot, __u32 policy_id,
+					const struct al_dest *dst, const struct al_decision *d,
+					const struct al_name_key *name, __u16 qtype, __u16 qid, __u32 name_bytes,
+					__u8 learned, __u32 ttl)
 {
 	if (!al_event_admit(c, hook, slot, d))
 		return;

@@ -140,25 +140,25 @@ struct {
 #define AL_SCRATCH_ENTRIES 4
 struct al_scratch {
 	__u32 busy;
-	__u32 len;         /* bytes of msg[] loaded */
-	__u16 qid;         /* the question, for the event */
+	__u32 len; /* bytes of msg[] loaded */
+	__u16 qid; /* the question, for the event */
 	__u16 qtype;
-	__u32 name_bytes;  /* name bytes + 1, 0 if the name was not parsed */
+	__u32 name_bytes; /* name bytes + 1, 0 if the name was not parsed */
 	/* Loop state of the parsers' bpf_loop callbacks. It lives here, not
 	 * on the stack, so that the verifier sees unknown values and one
 	 * look at a callback covers every iteration. */
-	__u32 w_p, w_n, w_max_label, w_err, w_done;   /* walk of a name's labels */
-	__u32 r_off, r_n, r_start, r_lab, r_next;      /* reversed copy of a name */
-	__u32 rr_p, rr_count, rr_err, rr_left, rr_in_name; /* walk of answer records */
+	__u32 w_p, w_n, w_max_label, w_err, w_done;                                /* walk of a name's labels */
+	__u32 r_off, r_n, r_start, r_lab, r_next;                                  /* reversed copy of a name */
+	__u32 rr_p, rr_count, rr_err, rr_left, rr_in_name;                         /* walk of answer records */
 	__u32 rr_owner, rr_cur, rr_type, rr_ttl, rr_rdoff, rr_rdlen, rr_off_chain; /* ... and of its CNAME chain */
-	__u32 c_a, c_b, c_sa, c_sb, c_rem, c_hops, c_n;        /* comparison of two names of an answer */
-	__u32 e_p, e_end, e_zero, e_seen, e_err;               /* walk of a query's EDNS options */
+	__u32 c_a, c_b, c_sa, c_sb, c_rem, c_hops, c_n; /* comparison of two names of an answer */
+	__u32 e_p, e_end, e_zero, e_seen, e_err;        /* walk of a query's EDNS options */
 	__u8 msg[AL_DNS_MSG_MAX];
-	struct al_pending pv;                 /* the question */
-	struct al_learned lv;                 /* what an answer teaches */
+	struct al_pending pv; /* the question */
+	struct al_learned lv; /* what an answer teaches */
 	struct al_learned_key answers[AL_DNS_MAX_ANSWERS];
 	__u32 ttls[AL_DNS_MAX_ANSWERS];
-	__u8 off_chain[AL_DNS_MAX_ANSWERS];   /* answers[i]'s owner is not on the chain: not learned */
+	__u8 off_chain[AL_DNS_MAX_ANSWERS]; /* answers[i]'s owner is not on the chain: not learned */
 };
 
 struct {
@@ -209,12 +209,12 @@ struct {
  * the walk's state as unknown and checks its callback once. */
 struct al_unix_buf {
 	__u32 busy;
-	__u32 plen;        /* path bytes the caller gave */
+	__u32 plen; /* path bytes the caller gave */
 	__u32 named;
-	__u32 ended;       /* the path ended (len is set) */
+	__u32 ended; /* the path ended (len is set) */
 	__u32 len;
-	__u32 n, c0, c1;   /* the current component: length, first two bytes */
-	__u32 bad;         /* an empty, "." or ".." component */
+	__u32 n, c0, c1; /* the current component: length, first two bytes */
+	__u32 bad;       /* an empty, "." or ".." component */
 	__u32 pad;
 	struct al_unix_exact_key ek;
 	struct al_unix_prefix_key pk;

@@ -33,8 +33,8 @@
 #endif
 
 /* Returns 0, short, or AL_REASON_HELPER with the site in *err_site. */
-static __always_inline int al_load(struct __sk_buff *skb, __u32 off, void *to, __u32 len, __u8 site,
-				   __u8 *err_site, int short_reason)
+static __always_inline int al_load(struct __sk_buff *skb, __u32 off, void *to, __u32 len, __u8 site, __u8 *err_site,
+				   int short_reason)
 {
 	if (off + len > skb->len)
 		return short_reason;

@@ -192,7 +192,7 @@ static __always_inline int al_loopback_elsewhere(const struct __sk_buff *skb, co
 {
 	const __u32 *w = (const __u32 *)dst->addr;
 	int loopback = dst->family == AL_FAMILY_IPV4 ? dst->addr[0] == 127
-						    : !(w[0] | w[1] | w[2]) && w[3] == bpf_htonl(1);
+						     : !(w[0] | w[1] | w[2]) && w[3] == bpf_htonl(1);
 
 	return loopback && skb->ifindex != AL_LOOPBACK_IFINDEX;
 }
@@ -277,8 +277,7 @@ static __always_inline int al_redirect_egress(struct __sk_buff *skb, const struc
 		if (!(sb->flags & AL_SB_TARGETS))
 			return 0;
 		so = al_skb_origin(skb);
-		if (!so || !al_is_target(so, dst) || dst->protocol != so->origin.protocol ||
-		    !al_target_still(sb, so))
+		if (!so || !al_is_target(so, dst) || dst->protocol != so->origin.protocol || !al_target_still(sb, so))
 			return 0;
 		al_pass_redirected(so, d);
 		return 1;

@@ -14,7 +14,7 @@
 /* The kernel's view of a sock_addr context; only what is read here, found
  * by name in the running kernel's BTF. */
 struct bpf_sock_addr_kern___al {
-	void *uaddr;       /* struct sockaddr *, in kernel memory */
+	void *uaddr; /* struct sockaddr *, in kernel memory */
 	__u32 uaddrlen;
 } __attribute__((preserve_access_index));
 
@@ -192,8 +192,8 @@ static __always_inline void al_unix_rules(struct al_sandbox *sb, struct al_unix_
 	}
 }
 
-static __always_inline void al_emit_unix(struct al_counters *c, __u8 hook, __u64 cgroup_id, __u32 slot,
-					 __u32 policy_id, const struct al_dest *dst, const struct al_decision *d,
+static __always_inline void al_emit_unix(struct al_counters *c, __u8 hook, __u64 cgroup_id, __u32 slot, __u32 policy_id,
+					 const struct al_dest *dst, const struct al_decision *d,
 					 const struct al_unix_exact_key *ek)
 {
 	if (!al_event_admit(c, hook, slot, d))
@@ -270,7 +270,7 @@ struct al_sys_enter_bind {
 	__s32 nr;
 	__u32 pad;
 	__u64 fd;
-	__u64 addr;        /* struct sockaddr __user * */
+	__u64 addr; /* struct sockaddr __user * */
 	__u64 addrlen;
 };
 

@@ -97,8 +97,8 @@ static __always_inline __u8 al_proto_bit(__u8 protocol)
 
 /* The first range of rs that matches the destination decides. Returns 0 if
  * none does (out untouched). */
-static __always_inline int al_ranges_decide(const struct al_rule_set *rs, __u8 bit, __u16 port,
-					    __u8 allow_reason, struct al_decision *out)
+static __always_inline int al_ranges_decide(const struct al_rule_set *rs, __u8 bit, __u16 port, __u8 allow_reason,
+					    struct al_decision *out)
 {
 	for (int i = 0; i < AL_MAX_RANGES; i++) {
 		if (i >= rs->count)
@@ -126,8 +126,7 @@ static __always_inline int al_ranges_decide(const struct al_rule_set *rs, __u8 b
 
 /* One longest-prefix lookup, then the first range that matches: the agent
  * compiled less specific rules into each entry in precedence order. */
-static __always_inline void al_rules_decide(__u32 policy_id, const struct al_dest *dst,
-					    struct al_decision *out)
+static __always_inline void al_rules_decide(__u32 policy_id, const struct al_dest *dst, struct al_decision *out)
 {
 	struct al_lpm_key key = {};
 
@@ -314,11 +313,10 @@ static __always_inline int al_finish(__u8 hook, struct al_sandbox *sb, struct al
 	al_count(c, hook, d);
 	if (d->quiet)
 		return d->verdict == AL_VERDICT_DENY ? AL_DROP : AL_PASS;
-	if (d->verdict != AL_VERDICT_ALLOW ||
-	    ((sb->flags & AL_SB_LOG_ALLOWED) && (hook != AL_HOOK_EGRESS || d->dns))) {
+	if (d->verdict != AL_VERDICT_ALLOW || ((sb->flags & AL_SB_LOG_ALLOWED) && (hook != AL_HOOK_EGRESS || d->dns))) {
 		if (d->dns && s)
-			al_emit_dns(c, hook, cgid, slot, sb->policy_id, dst, d, &s->pv.name, s->qtype,
-				    s->qid, s->name_bytes, 0, 0);
+			al_emit_dns(c, hook, cgid, slot, sb->policy_id, dst, d, &s->pv.name, s->qtype, s->qid,
+				    s->name_bytes, 0, 0);
 		else
 			al_emit(c, hook, cgid, slot, sb->policy_id, dst, d);
 	}

@@ -17,10 +17,9 @@ namespace {
 
 // The subcommands, in the order --help lists them.
 constexpr RegisterCommand kCommands[] = {
-	register_policy, register_run,    register_status,    register_thaw,     register_kill,
-	register_attach, register_detach, register_sandbox,   register_exec,     register_daemon,
-	register_events, register_world,  register_uninstall, register_oci_hook, register_proxy,
-	register_reload,
+	register_policy,    register_run,      register_status, register_thaw,   register_kill,   register_attach,
+	register_detach,    register_sandbox,  register_exec,   register_daemon, register_events, register_world,
+	register_uninstall, register_oci_hook, register_proxy,  register_reload,
 };
 
 std::string env_or(const char* name, const std::string& fallback)
@@ -38,15 +37,17 @@ void add_global_options(CLI::App& app, Globals& g)
 		->capture_default_str();
 	app.add_option("--state-dir", g.paths.state_dir, "Sandbox records and the lock (env AIRLOCK_STATE_DIR)")
 		->capture_default_str();
-	app.add_option("--cgroup-parent", g.paths.cgroup_parent,
-		       "Cgroup, relative to the cgroup2 mount, under which sandboxes are made (env AIRLOCK_CGROUP_PARENT)")
+	app.add_option(
+		   "--cgroup-parent", g.paths.cgroup_parent,
+		   "Cgroup, relative to the cgroup2 mount, under which sandboxes are made (env AIRLOCK_CGROUP_PARENT)")
 		->capture_default_str();
 	app.add_option("--log-level", g.log_level, "trace, debug, info, warn, error")
 		->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
 		->capture_default_str();
-	app.add_option("--log-format", g.log_format,
-		       "text (\"airlock LEVEL: message\"; the daemon's lines start with an RFC 3339 time unless they go "
-		       "to the journal) or json (one object per line: ts, level, msg)")
+	app.add_option(
+		   "--log-format", g.log_format,
+		   "text (\"airlock LEVEL: message\"; the daemon's lines start with an RFC 3339 time unless they go "
+		   "to the journal) or json (one object per line: ts, level, msg)")
 		->check(CLI::IsMember({"text", "json"}))
 		->capture_default_str();
 }

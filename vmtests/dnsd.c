@@ -11,17 +11,19 @@
 int main(void)
 {
 	int s = socket(AF_INET, SOCK_DGRAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(53),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (s < 0 || bind(s, (struct sockaddr*)&a, sizeof(a)) != 0) {
 		perror("dnsd");
 		return 1;
 	}
-	FILE *log = fopen("/tmp/dns.log", "ab");
+	FILE* log = fopen("/tmp/dns.log", "ab");
 	for (;;) {
 		unsigned char m[512];
 		struct sockaddr_in from;
 		socklen_t fl = sizeof(from);
-		ssize_t n = recvfrom(s, m, sizeof(m) - 16, 0, (struct sockaddr *)&from, &fl);
+		ssize_t n = recvfrom(s, m, sizeof(m) - 16, 0, (struct sockaddr*)&from, &fl);
 		if (n > 0 && log) {
 			fwrite(m, 1, (size_t)n, log);
 			fflush(log);
@@ -48,6 +50,6 @@ int main(void)
 			memcpy(m + len, rr, sizeof(rr));
 			len += sizeof(rr);
 		}
-		sendto(s, m, len, 0, (struct sockaddr *)&from, fl);
+		sendto(s, m, len, 0, (struct sockaddr*)&from, fl);
 	}
 }

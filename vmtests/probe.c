@@ -44,7 +44,7 @@ static void fam(int af, int type, int proto)
 }
 
 // A query for allowed.test A with one OPT record holding one option.
-static size_t query(unsigned char *m, unsigned id, unsigned code, const char *data, size_t len)
+static size_t query(unsigned char* m, unsigned id, unsigned code, const char* data, size_t len)
 {
 	static const unsigned char head[] = {0, 0, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 1};
 	static const unsigned char q[] = "\7allowed\4test\0\0\1\0\1";
@@ -69,18 +69,20 @@ static size_t query(unsigned char *m, unsigned id, unsigned code, const char *da
 static int edns(void)
 {
 	int s = socket(AF_INET, SOCK_DGRAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(53),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct timeval tv = {.tv_sec = 3};
 	unsigned char m[512];
 	if (s < 0 || setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
 		return 1;
 	size_t n = query(m, 0x4242, 0xfde9, "EXFILTRATE-ME!", 14);
-	if (sendto(s, m, n, 0, (struct sockaddr *)&a, sizeof(a)) == (ssize_t)n)
+	if (sendto(s, m, n, 0, (struct sockaddr*)&a, sizeof(a)) == (ssize_t)n)
 		printf("EDNS-BAD sent\n");
 	else
 		printf("EDNS-BAD %d\n", errno);
 	n = query(m, 0x4343, 10, "\1\2\3\4\5\6\7\10", 8);
-	if (sendto(s, m, n, 0, (struct sockaddr *)&a, sizeof(a)) != (ssize_t)n) {
+	if (sendto(s, m, n, 0, (struct sockaddr*)&a, sizeof(a)) != (ssize_t)n) {
 		printf("EDNS-GOOD %d\n", errno);
 		return 0;
 	}
@@ -98,7 +100,7 @@ static int edns(void)
 	}
 }
 
-static int hello(const char *addr, int port, const char *sni)
+static int hello(const char* addr, int port, const char* sni)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
 	unsigned char m[600];
@@ -109,14 +111,15 @@ static int hello(const char *addr, int port, const char *sni)
 	size_t ext = 2 + 2 + 2 + 1 + 2 + nl;
 	/* client_version, random, session id, cipher suites, compression, extensions. */
 	size_t body = 2 + 32 + 1 + 4 + 2 + 2 + ext;
-	m[n++] = 0x16, m[n++] = 3, m[n++] = 1, m[n++] = (unsigned char)((body + 4) >> 8), m[n++] = (unsigned char)(body + 4);
+	m[n++] = 0x16, m[n++] = 3, m[n++] = 1, m[n++] = (unsigned char)((body + 4) >> 8),
+	m[n++] = (unsigned char)(body + 4);
 	m[n++] = 1, m[n++] = 0, m[n++] = (unsigned char)(body >> 8), m[n++] = (unsigned char)body;
 	m[n++] = 3, m[n++] = 3;
 	memset(m + n, 0x5a, 32);
 	n += 32;
-	m[n++] = 0;                                   /* session id */
-	m[n++] = 0, m[n++] = 2, m[n++] = 0xc0, m[n++] = 0x2f;  /* one cipher suite */
-	m[n++] = 1, m[n++] = 0;                       /* null compression */
+	m[n++] = 0;                                           /* session id */
+	m[n++] = 0, m[n++] = 2, m[n++] = 0xc0, m[n++] = 0x2f; /* one cipher suite */
+	m[n++] = 1, m[n++] = 0;                               /* null compression */
 	m[n++] = (unsigned char)(ext >> 8), m[n++] = (unsigned char)ext;
 	m[n++] = 0, m[n++] = 0;
 	m[n++] = (unsigned char)((nl + 5) >> 8), m[n++] = (unsigned char)(nl + 5);
@@ -128,7 +131,7 @@ static int hello(const char *addr, int port, const char *sni)
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	struct timeval tv = {.tv_sec = 3};
 	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+	if (connect(s, (struct sockaddr*)&a, sizeof(a)) != 0) {
 		printf("HELLO %s connect %d\n", sni, errno);
 		return 0;
 	}
@@ -158,7 +161,7 @@ static int origdst(int port)
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 4)) {
+	if (bind(s, (struct sockaddr*)&a, sizeof(a)) || listen(s, 4)) {
 		printf("ORIGDST listen %d\n", errno);
 		return 1;
 	}
@@ -176,18 +179,18 @@ static int origdst(int port)
 	return 0;
 }
 
-int main(int argc, char **argv)
+int main(int argc, char** argv)
 {
 	if (argc == 3 && strcmp(argv[1], "origdst") == 0)
 		return origdst(atoi(argv[2]));
 	if (argc == 5 && strcmp(argv[1], "hello") == 0)
 		return hello(argv[2], atoi(argv[3]), argv[4]);
 	if (argc == 2 && strcmp(argv[1], "fam") == 0) {
-		fam(40, SOCK_STREAM, 0);   // AF_VSOCK
-		fam(17, SOCK_RAW, 0);      // AF_PACKET
-		fam(16, SOCK_RAW, 2);      // AF_NETLINK, NETLINK_USERSOCK
-		fam(16, SOCK_RAW, 0);      // AF_NETLINK, NETLINK_ROUTE
-		fam(1, SOCK_STREAM, 0);    // AF_UNIX
+		fam(40, SOCK_STREAM, 0);  // AF_VSOCK
+		fam(17, SOCK_RAW, 0);     // AF_PACKET
+		fam(16, SOCK_RAW, 2);     // AF_NETLINK, NETLINK_USERSOCK
+		fam(16, SOCK_RAW, 0);     // AF_NETLINK, NETLINK_ROUTE
+		fam(1, SOCK_STREAM, 0);   // AF_UNIX
 		return 0;
 	}
 	if (argc == 2 && strcmp(argv[1], "edns") == 0)
@@ -198,7 +201,7 @@ int main(int argc, char **argv)
 		if (inet_pton(AF_INET, argv[2], &a.sin_addr) != 1)
 			return 2;
 		size_t n = strlen(argv[4]);
-		if (sendto(s, argv[4], n, 0, (struct sockaddr *)&a, sizeof(a)) == (ssize_t)n)
+		if (sendto(s, argv[4], n, 0, (struct sockaddr*)&a, sizeof(a)) == (ssize_t)n)
 			printf("UDP sent\n");
 		else
 			printf("UDP %d\n", errno);
@@ -225,11 +228,11 @@ int main(int argc, char **argv)
 		memcpy(m + n, tail, sizeof(tail));
 		n += sizeof(tail);
 		setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		if (sendto(s, m, n, 0, (struct sockaddr *)&a, sizeof(a)) != (ssize_t)n) {
+		if (sendto(s, m, n, 0, (struct sockaddr*)&a, sizeof(a)) != (ssize_t)n) {
 			printf("DNSA send %d\n", errno);
 			return 0;
 		}
-		ssize_t got = recvfrom(s, r, sizeof(r), 0, (struct sockaddr *)&from, &flen);
+		ssize_t got = recvfrom(s, r, sizeof(r), 0, (struct sockaddr*)&from, &flen);
 		if (got < (ssize_t)(n + 16)) {
 			printf("DNSA recv %d\n", got < 0 ? errno : 0);
 			return 0;

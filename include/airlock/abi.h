@@ -16,13 +16,13 @@
 #define AL_ABI_VERSION 13
 
 /* Limits. */
-#define AL_MAX_SANDBOXES 1024      /* slots; slot AL_MAX_SANDBOXES counts the unknown */
+#define AL_MAX_SANDBOXES 1024 /* slots; slot AL_MAX_SANDBOXES counts the unknown */
 #define AL_SLOT_UNKNOWN AL_MAX_SANDBOXES
-#define AL_MAX_LEVELS 32           /* cgroup depth the sandbox lookup walks */
-#define AL_MAX_RANGES 32           /* port ranges in one compiled prefix entry */
-#define AL_MAX_PREFIXES 65536      /* LPM entries, all sandboxes and banks */
-#define AL_RING_BYTES (1u << 18)     /* events ring of one sandbox */
-#define AL_RULE_NONE 0xffffu       /* al_event.rule when no rule matched */
+#define AL_MAX_LEVELS 32         /* cgroup depth the sandbox lookup walks */
+#define AL_MAX_RANGES 32         /* port ranges in one compiled prefix entry */
+#define AL_MAX_PREFIXES 65536    /* LPM entries, all sandboxes and banks */
+#define AL_RING_BYTES (1u << 18) /* events ring of one sandbox */
+#define AL_RULE_NONE 0xffffu     /* al_event.rule when no rule matched */
 #define AL_COMM_LEN 16
 /* Events of one sandbox and kind (hook and reason) reach its ring at this
  * rate, after a burst; the rest are counted in al_counters.suppressed. */
@@ -33,29 +33,29 @@
 #define AL_DNS_PORT 53
 #define AL_DNS_MAX_RESOLVERS 8
 #define AL_DNS_MAX_TYPES 16
-#define AL_DNS_NAME_BYTES 254      /* name bytes of a lookup key */
-#define AL_DNS_NAME_MAX 252        /* longest name (presentation form) the kernel can match */
-#define AL_DNS_QUERY_MAX 512       /* a longer query is malformed */
-#define AL_DNS_MSG_MAX 4096        /* answers are parsed up to this size */
-#define AL_DNS_MAX_ANSWERS 16      /* addresses learned from one answer */
-#define AL_DNS_MAX_RRS 64          /* answer records walked in one answer */
-#define AL_DNS_OPT_MAX 128         /* EDNS option bytes a query may carry, at most */
-#define AL_DNS_MAX_EDNS_OPTS 8     /* EDNS option codes a policy may allow */
-#define AL_DNS_MAX_UDP_SIZES 8     /* EDNS UDP payload sizes a policy may allow */
-#define AL_DNS_EDNS_PADDING 12     /* option code whose bytes must all be zero */
-#define AL_DNS_PTR_HOPS 16         /* compression pointers followed in one name of an answer */
-#define AL_NAME_END 0xff           /* follows the last label of a lookup key */
-#define AL_MAX_NAMES 65536         /* name entries, all sandboxes and banks */
+#define AL_DNS_NAME_BYTES 254  /* name bytes of a lookup key */
+#define AL_DNS_NAME_MAX 252    /* longest name (presentation form) the kernel can match */
+#define AL_DNS_QUERY_MAX 512   /* a longer query is malformed */
+#define AL_DNS_MSG_MAX 4096    /* answers are parsed up to this size */
+#define AL_DNS_MAX_ANSWERS 16  /* addresses learned from one answer */
+#define AL_DNS_MAX_RRS 64      /* answer records walked in one answer */
+#define AL_DNS_OPT_MAX 128     /* EDNS option bytes a query may carry, at most */
+#define AL_DNS_MAX_EDNS_OPTS 8 /* EDNS option codes a policy may allow */
+#define AL_DNS_MAX_UDP_SIZES 8 /* EDNS UDP payload sizes a policy may allow */
+#define AL_DNS_EDNS_PADDING 12 /* option code whose bytes must all be zero */
+#define AL_DNS_PTR_HOPS 16     /* compression pointers followed in one name of an answer */
+#define AL_NAME_END 0xff       /* follows the last label of a lookup key */
+#define AL_MAX_NAMES 65536     /* name entries, all sandboxes and banks */
 #define AL_LEARNED_PER_SANDBOX 4096
 #define AL_PENDING_PER_SANDBOX 256
-#define AL_NAME_KEY_FIXED_BITS 16  /* the policy id in front of a name */
+#define AL_NAME_KEY_FIXED_BITS 16 /* the policy id in front of a name */
 
 /* Unix sockets. */
-#define AL_UNIX_PATH_MAX 108       /* sizeof(sun_path) */
-#define AL_MAX_UNIX_RULES 16384    /* unix entries of each kind, all sandboxes and banks */
-#define AL_UNIX_KEY_FIXED_BITS 40  /* policy id and kind in front of a path */
+#define AL_UNIX_PATH_MAX 108           /* sizeof(sun_path) */
+#define AL_MAX_UNIX_RULES 16384        /* unix entries of each kind, all sandboxes and banks */
+#define AL_UNIX_KEY_FIXED_BITS 40      /* policy id and kind in front of a path */
 #define AL_UNIX_BOUND_PER_SANDBOX 1024 /* abstract names a sandbox bound itself */
-#define AL_UNIX_BINDING_MAX 8192   /* binds in progress, all sandboxes */
+#define AL_UNIX_BINDING_MAX 8192       /* binds in progress, all sandboxes */
 
 /* The maps of bpf/maps.bpf.h, in two lists: X(NAME) is the map al_NAME.
  * Those the agent pins as maps/al_NAME: the agent's table of descriptors,
@@ -95,7 +95,7 @@ enum al_proto_bit {
 enum al_action {
 	AL_ACTION_ALLOW = 0,
 	AL_ACTION_DENY = 1,
-	AL_ACTION_REFUSE = 2,  /* unix rules: fail the call, no violation (a probe every program makes) */
+	AL_ACTION_REFUSE = 2,   /* unix rules: fail the call, no violation (a probe every program makes) */
 	AL_ACTION_REDIRECT = 3, /* to the proxy; a kernel without the proxy's hooks denies it */
 };
 
@@ -245,7 +245,7 @@ struct al_sandbox {
 	__u32 flags;       /* al_sandbox_flag */
 	__u8 on_violation; /* al_violation_action */
 	__u8 pad[3];
-	__u64 families;    /* bit AF_x: the policy lets the sandbox create AF_x sockets */
+	__u64 families; /* bit AF_x: the policy lets the sandbox create AF_x sockets */
 };
 
 /* Map "al_rules", LPM trie. data[] is policy id, family, address: the prefix
@@ -253,8 +253,8 @@ struct al_sandbox {
 struct al_lpm_key {
 	__u32 prefixlen;
 	__u32 policy_id;
-	__u32 family;      /* al_family */
-	__u8 addr[16];     /* IPv4 in the first four bytes */
+	__u32 family;  /* al_family */
+	__u8 addr[16]; /* IPv4 in the first four bytes */
 };
 #define AL_LPM_FIXED_BITS 64
 
@@ -263,11 +263,11 @@ struct al_lpm_key {
  * already folded in the less specific prefixes' rules, so one LPM lookup is
  * enough. */
 struct al_range {
-	__u16 port_lo;     /* host order; 0..65535 also covers ICMP (no port) */
+	__u16 port_lo; /* host order; 0..65535 also covers ICMP (no port) */
 	__u16 port_hi;
-	__u8 proto_mask;   /* al_proto_bit */
-	__u8 action;       /* al_action */
-	__u16 rule;        /* index of the policy rule, for events */
+	__u8 proto_mask; /* al_proto_bit */
+	__u8 action;     /* al_action */
+	__u16 rule;      /* index of the policy rule, for events */
 };
 
 enum al_rule_set_flag {
@@ -278,8 +278,8 @@ enum al_rule_set_flag {
 /* The value of an al_rules (address) or al_names (name) entry. */
 struct al_rule_set {
 	__u32 count;
-	__u16 flags;       /* al_rule_set_flag, names only */
-	__u16 name_len;    /* names: bytes of the entry's name (without AL_NAME_END) */
+	__u16 flags;    /* al_rule_set_flag, names only */
+	__u16 name_len; /* names: bytes of the entry's name (without AL_NAME_END) */
 	struct al_range ranges[AL_MAX_RANGES];
 };
 
@@ -290,16 +290,16 @@ struct al_rule_set {
  * includes the first bit of it (label lengths are below 0x40, so no longer
  * name shares that bit), a wildcard entry stops at the last label. */
 struct al_name_key {
-	__u32 prefixlen;   /* AL_NAME_KEY_FIXED_BITS + 8 * bytes (+ 1: exact) */
+	__u32 prefixlen; /* AL_NAME_KEY_FIXED_BITS + 8 * bytes (+ 1: exact) */
 	__u16 policy_id;
 	__u8 name[AL_DNS_NAME_BYTES];
 };
 
 enum al_dns_flag {
-	AL_DNS_TCP = 1u << 0,      /* DNS over TCP to the resolvers */
-	AL_DNS_EDNS = 1u << 1,     /* a query may carry one EDNS OPT record */
-	AL_DNS_EDNS_DO = 1u << 2,  /* its DNSSEC OK bit may be set */
-	AL_DNS_WORLD = 1u << 3,    /* world.dns synthesize: every query (port 53, UDP and TCP, any
+	AL_DNS_TCP = 1u << 0,     /* DNS over TCP to the resolvers */
+	AL_DNS_EDNS = 1u << 1,    /* a query may carry one EDNS OPT record */
+	AL_DNS_EDNS_DO = 1u << 2, /* its DNSSEC OK bit may be set */
+	AL_DNS_WORLD = 1u << 3,   /* world.dns synthesize: every query (port 53, UDP and TCP, any
 				    * address) is redirected to the sandbox's proxy, which answers it */
 };
 
@@ -311,20 +311,20 @@ struct al_dns_edns_opt {
 };
 
 struct al_dns_resolver {
-	__u8 family;       /* al_family */
+	__u8 family; /* al_family */
 	__u8 pad[3];
 	__u8 addr[16];
 };
 
 /* Map "al_dns", hash: policy id (__u32) -> the policy's "dns" block. */
 struct al_dns_policy {
-	__u32 flags;             /* al_dns_flag */
-	__u16 max_name_len;      /* presentation form, without the trailing dot */
+	__u32 flags;        /* al_dns_flag */
+	__u16 max_name_len; /* presentation form, without the trailing dot */
 	__u8 max_label_len;
 	__u8 nresolvers;
 	__u8 ntypes;
 	__u8 pad[3];
-	__u32 min_ttl;           /* seconds */
+	__u32 min_ttl; /* seconds */
 	__u32 max_ttl;
 	__u32 pad2;
 	__u64 query_interval_ns; /* 1 s / queries_per_second */
@@ -334,7 +334,7 @@ struct al_dns_policy {
 	__u8 nedns_opts;
 	__u8 nudp_sizes;
 	__u8 pad3[6];
-	__u16 udp_sizes[AL_DNS_MAX_UDP_SIZES];  /* the OPT record's class: the requestor's UDP payload size */
+	__u16 udp_sizes[AL_DNS_MAX_UDP_SIZES]; /* the OPT record's class: the requestor's UDP payload size */
 	struct al_dns_edns_opt edns_opts[AL_DNS_MAX_EDNS_OPTS];
 };
 
@@ -349,8 +349,8 @@ struct al_dns_state {
 struct al_pending_key {
 	__u8 family;
 	__u8 pad;
-	__u16 port;        /* the sandbox's source port, host order */
-	__u16 id;          /* DNS message id */
+	__u16 port; /* the sandbox's source port, host order */
+	__u16 id;   /* DNS message id */
 	__u16 pad2;
 	__u8 resolver[16];
 };
@@ -371,7 +371,7 @@ struct al_learned_key {
 };
 
 struct al_learned {
-	__u64 expires_ns;  /* bpf_ktime_get_ns(): no new flows after it */
+	__u64 expires_ns; /* bpf_ktime_get_ns(): no new flows after it */
 	__u64 learned_ns;
 	struct al_name_key name; /* the question name; its policy id is rewritten at lookup */
 	__u32 pad;
@@ -388,8 +388,8 @@ enum al_unix_kind {
 /* Map "al_unix_exact", hash: a rule for exactly this path. */
 struct al_unix_exact_key {
 	__u32 policy_id;
-	__u8 kind;         /* al_unix_kind */
-	__u8 len;          /* bytes of path[] (abstract: without the leading NUL) */
+	__u8 kind; /* al_unix_kind */
+	__u8 len;  /* bytes of path[] (abstract: without the leading NUL) */
 	__u16 pad;
 	__u8 path[AL_UNIX_PATH_MAX]; /* zero after len */
 };
@@ -422,8 +422,8 @@ struct al_unix_binding {
 };
 
 struct al_unix_rule {
-	__u16 rule;        /* index of the policy rule */
-	__u8 action;       /* al_action */
+	__u16 rule;  /* index of the policy rule */
+	__u8 action; /* al_action */
 	__u8 pad;
 };
 
@@ -436,10 +436,10 @@ struct al_unix_rule {
 /* Map "al_proxy", array by slot: where the sandbox's proxy listens, in the
  * sandbox's network namespace. port 0: no proxy (redirects fail closed). */
 struct al_proxy {
-	__u32 addr4;       /* network order; the listener on IPv4 loopback */
-	__u16 port;        /* host order, the same on both families */
-	__u16 flags;       /* al_proxy_flag */
-	__u8 addr6[16];    /* the listener on IPv6 loopback */
+	__u32 addr4;    /* network order; the listener on IPv4 loopback */
+	__u16 port;     /* host order, the same on both families */
+	__u16 flags;    /* al_proxy_flag */
+	__u8 addr6[16]; /* the listener on IPv6 loopback */
 };
 
 /* Map "al_proxy_port", hash: the port of every sandbox's proxy -> its slot
@@ -458,10 +458,10 @@ enum al_proxy_flag {
 
 /* Where a redirected connection was meant to go. */
 struct al_origin {
-	__u8 family;       /* al_family */
-	__u8 protocol;     /* IPPROTO_TCP or IPPROTO_UDP */
-	__u16 port;        /* host order */
-	__u16 rule;        /* the redirect rule */
+	__u8 family;   /* al_family */
+	__u8 protocol; /* IPPROTO_TCP or IPPROTO_UDP */
+	__u16 port;    /* host order */
+	__u16 rule;    /* the redirect rule */
 	__u16 pad;
 	__u32 slot;
 	__u32 pad2;
@@ -477,11 +477,11 @@ struct al_target_key {
 	__u16 pad;
 };
 struct al_target {
-	__u8 family;       /* al_family */
+	__u8 family; /* al_family */
 	__u8 pad;
-	__u16 port;        /* host order */
+	__u16 port; /* host order */
 	__u32 pad2;
-	__u8 addr[16];     /* network order; IPv4 in the first 4 bytes */
+	__u8 addr[16]; /* network order; IPv4 in the first 4 bytes */
 };
 #define AL_TARGETS_MAX 4096
 
@@ -517,8 +517,8 @@ struct al_target_origin_key {
 	__u16 port;        /* the client's port, host order */
 	__u16 target_port; /* host order */
 	__u16 pad;
-	__u8 addr[16];     /* the client's address */
-	__u8 target[16];   /* the target's address */
+	__u8 addr[16];   /* the client's address */
+	__u8 target[16]; /* the target's address */
 };
 /* Its value: the origin, when it was filed and when the client's socket
  * closed (CLOCK_MONOTONIC, 0: open). An entry answers while the client's
@@ -543,11 +543,11 @@ struct al_target_origin {
  * IPv4 address in an IPv6 socket (::ffff:a.b.c.d) is keyed as IPv4. */
 struct al_origin_key {
 	__u64 netns_cookie;
-	__u32 family;      /* al_family */
-	__u16 port;        /* the client's port, host order */
-	__u8 protocol;     /* IPPROTO_TCP or IPPROTO_UDP */
+	__u32 family;  /* al_family */
+	__u16 port;    /* the client's port, host order */
+	__u8 protocol; /* IPPROTO_TCP or IPPROTO_UDP */
 	__u8 pad;
-	__u8 addr[16];     /* the client's address */
+	__u8 addr[16]; /* the client's address */
 };
 #define AL_ORIGINS_PER_SANDBOX 16384
 
@@ -591,20 +591,20 @@ struct al_latch {
  * program that ran without a sandbox entry). */
 struct al_counters {
 	__u64 decisions[AL_HOOK_MAX][AL_VERDICT_MAX];
-	__u64 reasons[AL_REASON_MAX];   /* denials (and audit) by reason */
-	__u64 egress_packets;           /* allowed at cgroup_skb/egress */
+	__u64 reasons[AL_REASON_MAX]; /* denials (and audit) by reason */
+	__u64 egress_packets;         /* allowed at cgroup_skb/egress */
 	__u64 egress_bytes;
-	__u64 denied_packets;           /* dropped at cgroup_skb/egress */
+	__u64 denied_packets; /* dropped at cgroup_skb/egress */
 	__u64 denied_bytes;
-	__u64 violations;               /* denied or audited, not counting quarantined */
-	__u64 events_lost;              /* ring buffer full or missing */
+	__u64 violations;  /* denied or audited, not counting quarantined */
+	__u64 events_lost; /* ring buffer full or missing */
 	__u64 dns_queries_allowed;
-	__u64 dns_queries_denied;       /* and audited */
-	__u64 dns_answers_learned;      /* addresses written to the learned table */
-	__u64 dns_answers_dropped;      /* unsolicited, mismatched or unparseable answers */
-	__u64 dns_learn_full;           /* addresses not learned: the table was full */
-	__u64 dns_records_off_chain;    /* A/AAAA records not learned: owner outside the question's CNAME chain */
-	__u64 unix_bound_full;          /* abstract names bound but not remembered: the table was full */
+	__u64 dns_queries_denied;             /* and audited */
+	__u64 dns_answers_learned;            /* addresses written to the learned table */
+	__u64 dns_answers_dropped;            /* unsolicited, mismatched or unparseable answers */
+	__u64 dns_learn_full;                 /* addresses not learned: the table was full */
+	__u64 dns_records_off_chain;          /* A/AAAA records not learned: owner outside the question's CNAME chain */
+	__u64 unix_bound_full;                /* abstract names bound but not remembered: the table was full */
 	__u64 helper_errors[AL_ERR_SITE_MAX]; /* helper calls that failed, by al_err_site */
 	/* Events not sent to the ring by the rate limit, by hook and reason. */
 	__u64 suppressed[AL_HOOK_MAX][AL_REASON_MAX];
@@ -640,25 +640,25 @@ enum al_event_kind {
 
 /* Record in a sandbox's ring buffer (map "al_rings", slot -> ring). */
 struct al_event {
-	__u64 ts_ns;        /* bpf_ktime_get_ns(), CLOCK_MONOTONIC */
-	__u64 cgroup_id;    /* the sandbox's cgroup, not necessarily the task's */
-	__u32 pid;          /* thread id; in softirq context, whoever ran */
+	__u64 ts_ns;     /* bpf_ktime_get_ns(), CLOCK_MONOTONIC */
+	__u64 cgroup_id; /* the sandbox's cgroup, not necessarily the task's */
+	__u32 pid;       /* thread id; in softirq context, whoever ran */
 	__u32 tgid;
 	__u32 slot;
 	__u32 policy_id;
 	__u8 comm[AL_COMM_LEN];
-	__u8 kind;          /* al_event_kind */
-	__u8 hook;          /* al_hook */
-	__u8 verdict;       /* al_verdict */
-	__u8 reason;        /* al_reason */
-	__u8 family;        /* al_family, 0 when not known (sock_create) */
-	__u8 protocol;      /* IPPROTO_* */
-	__u16 port;         /* destination port, host order */
-	__u16 rule;         /* AL_RULE_NONE or the policy rule index */
-	__u8 latched;       /* this decision set the quarantine latch */
-	__u8 signal;        /* al_event_signal */
+	__u8 kind;     /* al_event_kind */
+	__u8 hook;     /* al_hook */
+	__u8 verdict;  /* al_verdict */
+	__u8 reason;   /* al_reason */
+	__u8 family;   /* al_family, 0 when not known (sock_create) */
+	__u8 protocol; /* IPPROTO_* */
+	__u16 port;    /* destination port, host order */
+	__u16 rule;    /* AL_RULE_NONE or the policy rule index */
+	__u8 latched;  /* this decision set the quarantine latch */
+	__u8 signal;   /* al_event_signal */
 	__u8 pad[4];
-	__u8 addr[16];      /* destination, IPv4 in the first four bytes */
+	__u8 addr[16]; /* destination, IPv4 in the first four bytes */
 };
 
 /* A DNS query decision or an answer's address: the decision record, then
@@ -667,10 +667,10 @@ struct al_dns_event {
 	struct al_event base;
 	__u16 qtype;
 	__u16 qid;
-	__u16 name_len;     /* bytes of name[] (al_name_key form); 0: not parsed */
-	__u8 learned;       /* answer: the address went into the learned table */
+	__u16 name_len; /* bytes of name[] (al_name_key form); 0: not parsed */
+	__u8 learned;   /* answer: the address went into the learned table */
 	__u8 pad;
-	__u32 ttl;          /* answer: seconds, after clamping */
+	__u32 ttl; /* answer: seconds, after clamping */
 	__u32 pad2;
 	__u8 name[256];
 };
@@ -679,8 +679,8 @@ struct al_dns_event {
  * 0, no address), then the path as the kernel would resolve it. */
 struct al_unix_event {
 	struct al_event base;
-	__u8 kind;          /* al_unix_kind, 0 when the address was not a unix one */
-	__u8 len;           /* bytes of path[] */
+	__u8 kind; /* al_unix_kind, 0 when the address was not a unix one */
+	__u8 len;  /* bytes of path[] */
 	__u8 pad[6];
 	__u8 path[AL_UNIX_PATH_MAX];
 	__u8 pad2[4];
@@ -710,9 +710,8 @@ AL_STATIC_ASSERT(sizeof(struct al_target) == 24, "al_target layout");
 AL_STATIC_ASSERT(sizeof(struct al_target_origin_key) == 48, "al_target_origin_key layout");
 AL_STATIC_ASSERT(sizeof(struct al_target_origin) == 48, "al_target_origin layout");
 AL_STATIC_ASSERT(sizeof(struct al_origin_key) == 32, "al_origin_key layout");
-AL_STATIC_ASSERT(sizeof(struct al_counters) ==
-			 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13 +
-			      (int)AL_ERR_SITE_MAX + (int)AL_HOOK_MAX * (int)AL_REASON_MAX),
+AL_STATIC_ASSERT(sizeof(struct al_counters) == 8 * ((int)AL_HOOK_MAX * (int)AL_VERDICT_MAX + (int)AL_REASON_MAX + 13 +
+						    (int)AL_ERR_SITE_MAX + (int)AL_HOOK_MAX * (int)AL_REASON_MAX),
 		 "al_counters layout");
 AL_STATIC_ASSERT(sizeof(struct al_flood) == 8 * (int)AL_HOOK_MAX * (int)AL_REASON_MAX, "al_flood layout");
 AL_STATIC_ASSERT(sizeof(struct al_event) == 80, "al_event layout");

@@ -153,7 +153,8 @@ Programs::Programs() : kernel_(airlock::kernel::Kernel::load_unpinned())
 	bpf_object__for_each_program(prog, obj)
 	{
 		std::string name = bpf_program__name(prog);
-		bpf_program__set_autoload(prog, name == "al_egress" || name == "al_ingress" || name == "al_test_sock_addr");
+		bpf_program__set_autoload(prog,
+					  name == "al_egress" || name == "al_ingress" || name == "al_test_sock_addr");
 	}
 	// airlock's maps only: the objects' own .rodata (knobs), .data and .bss
 	// stay apart (their names can be alike, "airlock_.rodata").
@@ -223,8 +224,8 @@ int run_skb(int prog_fd, const std::string& ip_packet)
 	frame[12] = v6 ? '\x86' : '\x08';
 	frame[13] = v6 ? '\xdd' : '\x00';
 	frame += ip_packet;
-	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_size_in = static_cast<uint32_t>(frame.size()),
-		    .repeat = 1);
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(),
+		    .data_size_in = static_cast<uint32_t>(frame.size()), .repeat = 1);
 	if (bpf_prog_test_run_opts(prog_fd, &opts) != 0)
 		fail_errno(fmt::format("BPF_PROG_TEST_RUN of a {}-byte packet", ip_packet.size()));
 	return static_cast<int>(opts.retval);
@@ -256,9 +257,10 @@ std::string Event::qname() const
 std::string Event::describe() const
 {
 	const al_event& e = base;
-	std::string s = fmt::format("kind {} hook {} verdict {} reason {} rule {} family {} protocol {} port {} latched {}",
-				    e.kind, airlock::hook_name(e.hook), airlock::verdict_name(e.verdict),
-				    airlock::reason_name(e.reason), e.rule, e.family, e.protocol, e.port, e.latched);
+	std::string s = fmt::format(
+		"kind {} hook {} verdict {} reason {} rule {} family {} protocol {} port {} latched {}", e.kind,
+		airlock::hook_name(e.hook), airlock::verdict_name(e.verdict), airlock::reason_name(e.reason), e.rule,
+		e.family, e.protocol, e.port, e.latched);
 	if (dns)
 		s += fmt::format(" qname '{}' qtype {} qid {:#x} learned {} ttl {}", qname(), dns->qtype, dns->qid,
 				 dns->learned, dns->ttl);
@@ -274,18 +276,23 @@ std::vector<std::pair<std::string, uint64_t>> named(const al_counters& c)
 	std::vector<std::pair<std::string, uint64_t>> v;
 	for (unsigned h = 0; h < AL_HOOK_MAX; h++)
 		for (unsigned x = 0; x < AL_VERDICT_MAX; x++)
-			v.emplace_back(fmt::format("decisions[{}][{}]", hook_name(h), verdict_name(x)), c.decisions[h][x]);
+			v.emplace_back(fmt::format("decisions[{}][{}]", hook_name(h), verdict_name(x)),
+				       c.decisions[h][x]);
 	for (unsigned r = 0; r < AL_REASON_MAX; r++)
 		v.emplace_back(fmt::format("reasons[{}]", reason_name(r)), c.reasons[r]);
 	using Field = __u64 al_counters::*;
 	static const std::pair<const char*, Field> kScalars[] = {
-		{"egress_packets", &al_counters::egress_packets}, {"egress_bytes", &al_counters::egress_bytes},
-		{"denied_packets", &al_counters::denied_packets}, {"denied_bytes", &al_counters::denied_bytes},
-		{"violations", &al_counters::violations}, {"events_lost", &al_counters::events_lost},
+		{"egress_packets", &al_counters::egress_packets},
+		{"egress_bytes", &al_counters::egress_bytes},
+		{"denied_packets", &al_counters::denied_packets},
+		{"denied_bytes", &al_counters::denied_bytes},
+		{"violations", &al_counters::violations},
+		{"events_lost", &al_counters::events_lost},
 		{"dns_queries_allowed", &al_counters::dns_queries_allowed},
 		{"dns_queries_denied", &al_counters::dns_queries_denied},
 		{"dns_answers_learned", &al_counters::dns_answers_learned},
-		{"dns_answers_dropped", &al_counters::dns_answers_dropped}, {"dns_learn_full", &al_counters::dns_learn_full},
+		{"dns_answers_dropped", &al_counters::dns_answers_dropped},
+		{"dns_learn_full", &al_counters::dns_learn_full},
 		{"dns_records_off_chain", &al_counters::dns_records_off_chain},
 		{"unix_bound_full", &al_counters::unix_bound_full},
 	};
@@ -295,7 +302,8 @@ std::vector<std::pair<std::string, uint64_t>> named(const al_counters& c)
 		v.emplace_back(fmt::format("helper_errors[{}]", err_site_name(i)), c.helper_errors[i]);
 	for (unsigned h = 0; h < AL_HOOK_MAX; h++)
 		for (unsigned r = 0; r < AL_REASON_MAX; r++)
-			v.emplace_back(fmt::format("suppressed[{}][{}]", hook_name(h), reason_name(r)), c.suppressed[h][r]);
+			v.emplace_back(fmt::format("suppressed[{}][{}]", hook_name(h), reason_name(r)),
+				       c.suppressed[h][r]);
 	if (v.size() * 8 != sizeof(al_counters))
 		fail("al_counters has {} bytes, the test names {} counters: name the new ones", sizeof(al_counters),
 		     v.size());
@@ -564,7 +572,16 @@ std::string udp_header(unsigned sport, unsigned dport, const std::string& payloa
 
 std::string tcp_header(unsigned sport, unsigned dport, const std::string& payload, unsigned flags)
 {
-	return Wire().u16(sport).u16(dport).u32(1).u32(flags & 0x10 ? 1 : 0).u8(0x50).u8(flags).u16(64240).u16(0).u16(0)
+	return Wire()
+		.u16(sport)
+		.u16(dport)
+		.u32(1)
+		.u32(flags & 0x10 ? 1 : 0)
+		.u8(0x50)
+		.u8(flags)
+		.u16(64240)
+		.u16(0)
+		.u16(0)
 		.raw(payload);
 }
 
@@ -587,8 +604,15 @@ std::string ip4(const std::string& src, const std::string& dst, unsigned protoco
 std::string ip6(const std::string& src, const std::string& dst, unsigned first_next, const std::string& ext,
 		const std::string& payload)
 {
-	return Wire().u32(0x60000000).u16(ext.size() + payload.size()).u8(first_next).u8(64).raw(addr6(src))
-		.raw(addr6(dst)).raw(ext).raw(payload);
+	return Wire()
+		.u32(0x60000000)
+		.u16(ext.size() + payload.size())
+		.u8(first_next)
+		.u8(64)
+		.raw(addr6(src))
+		.raw(addr6(dst))
+		.raw(ext)
+		.raw(payload);
 }
 
 std::string udp4(const std::string& src, const std::string& dst, unsigned sport, unsigned dport,

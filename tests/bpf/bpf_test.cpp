@@ -105,11 +105,13 @@ std::string event_differs(const Event& e, const Want& w, bool unknown)
 	field<std::string>(out, "comm", std::string(reinterpret_cast<const char*>(b.comm)), task ? comm() : "");
 	bool dns = w.kind == AL_EVENT_DNS_QUERY || w.kind == AL_EVENT_DNS_ANSWER;
 	if (dns != e.dns.has_value())
-		return out + fmt::format("  a {} record, want a {} one\n", e.dns ? "DNS" : "decision", dns ? "DNS" : "decision");
+		return out + fmt::format("  a {} record, want a {} one\n", e.dns ? "DNS" : "decision",
+					 dns ? "DNS" : "decision");
 	if (!dns)
 		return out;
 	field<std::string>(out, "qname", e.qname(), w.qname);
-	field<unsigned>(out, "name_len", e.dns->name_len, w.qname.empty() ? 0 : static_cast<unsigned>(w.qname.size() + 2));
+	field<unsigned>(out, "name_len", e.dns->name_len,
+			w.qname.empty() ? 0 : static_cast<unsigned>(w.qname.size() + 2));
 	field<unsigned>(out, "qtype", e.dns->qtype, w.qtype);
 	field<unsigned>(out, "qid", e.dns->qid, w.qid);
 	field<unsigned>(out, "learned", e.dns->learned, w.learned);

@@ -20,8 +20,7 @@ constexpr unsigned kTypeA = 1, kTypeCname = 5, kTypeNull = 10, kTypeTxt = 16, kT
 constexpr unsigned kRd = 0x0100;
 
 // A DNS header (RFC 1035 4.1.1): flags RD unless given.
-Wire dns_header(unsigned id, unsigned flags = kRd, unsigned qd = 1, unsigned an = 0, unsigned ns = 0,
-		unsigned ar = 0);
+Wire dns_header(unsigned id, unsigned flags = kRd, unsigned qd = 1, unsigned an = 0, unsigned ns = 0, unsigned ar = 0);
 // A whole query: its header (RD, one question) and the question, class IN.
 std::string query(const std::string& name, unsigned type = kTypeA, unsigned id = kQid);
 // An EDNS OPT record (RFC 6891): root owner, the UDP size as its class,

@@ -27,8 +27,8 @@ std::string policy(const std::string& top = R"("on_violation": "deny")")
 
 // An answer: header (QR, RD, RA unless flags say otherwise), the question,
 // the records.
-std::string answer(const std::string& name, unsigned type, const std::vector<std::string>& records,
-		   unsigned id = kQid, unsigned flags = 0x8180)
+std::string answer(const std::string& name, unsigned type, const std::vector<std::string>& records, unsigned id = kQid,
+		   unsigned flags = 0x8180)
 {
 	Wire w = dns_header(id, flags, 1, records.size());
 	w.name(name).u16(type).u16(1);
@@ -149,12 +149,14 @@ TEST_F(DnsAnswer, TheAddressesOfAnAnswerAreLearnedUnderTheQuestionsName)
 {
 	ask("allowed.test");
 	EXPECT_EQ(deliver(answer("allowed.test", kTypeA,
-				 {rr(at_question(), kTypeA, 300, a("192.0.2.1")), rr(at_question(), kTypeA, 300, a("192.0.2.2"))})),
+				 {rr(at_question(), kTypeA, 300, a("192.0.2.1")),
+				  rr(at_question(), kTypeA, 300, a("192.0.2.2"))})),
 		  1);
 	al_counters want = base_;
 	want.dns_answers_learned = 2;
 	EXPECT_EQ(counters_differ(sb_->counters(), want), "");
-	expect_events({address(a("192.0.2.1"), AL_REASON_LEARNED, 1, 300), address(a("192.0.2.2"), AL_REASON_LEARNED, 1, 300)});
+	expect_events({address(a("192.0.2.1"), AL_REASON_LEARNED, 1, 300),
+		       address(a("192.0.2.2"), AL_REASON_LEARNED, 1, 300)});
 	expect_learned({{a("192.0.2.1"), 300}, {a("192.0.2.2"), 300}});
 	EXPECT_TRUE(sb_->pending().empty()) << "the query is used up";
 }
@@ -164,7 +166,8 @@ TEST_F(DnsAnswer, OverIPv6AnAaaaAnswerIsLearned)
 	std::string q = udp6(kSandbox6, kResolver6, kClientPort, 53, query("www.allowed.test", kTypeAaaa));
 	ASSERT_EQ(run_skb(Programs::get().egress(), q), 1);
 	sb_->events();
-	std::string ans = answer("www.allowed.test", kTypeAaaa, {rr(at_question(), kTypeAaaa, 60, addr6("2001:db8::7"))});
+	std::string ans = answer("www.allowed.test", kTypeAaaa,
+				 {rr(at_question(), kTypeAaaa, 60, addr6("2001:db8::7"))});
 	EXPECT_EQ(run_skb(Programs::get().ingress(), udp6(kResolver6, kSandbox6, 53, kClientPort, ans)), 1);
 	al_counters want = egress_allowed(q.size());
 	want.dns_queries_allowed = 1;
@@ -344,7 +347,8 @@ std::string pointer_chain_answer(int hops)
 		at += 2;
 	}
 	return answer("allowed.test", kTypeA,
-		      {rr(at_question(), kTypeNull, 300, chain), rr(Wire().ptr(prev), kTypeA, 300, addr4("192.0.2.1"))});
+		      {rr(at_question(), kTypeNull, 300, chain),
+		       rr(Wire().ptr(prev), kTypeA, 300, addr4("192.0.2.1"))});
 }
 
 TEST_F(DnsAnswer, ThirtyTwoPointerHopsAreFollowed)
@@ -404,8 +408,8 @@ TEST_F(DnsAnswer, AnotherPortIsUnsolicited)
 TEST_F(DnsAnswer, AnotherQuestionIsUnsolicited)
 {
 	ask("allowed.test");
-	dropped(answer("other.test", kTypeA, {rr(at_question(), kTypeA, 300, a("192.0.2.1"))}), AL_REASON_DNS_UNSOLICITED,
-		{.qname = "other.test", .qtype = kTypeA, .qid = kQid});
+	dropped(answer("other.test", kTypeA, {rr(at_question(), kTypeA, 300, a("192.0.2.1"))}),
+		AL_REASON_DNS_UNSOLICITED, {.qname = "other.test", .qtype = kTypeA, .qid = kQid});
 }
 
 TEST_F(DnsAnswer, AnotherTypeIsUnsolicited)

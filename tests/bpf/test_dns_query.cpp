@@ -121,7 +121,10 @@ TEST_F(DnsQuery, OfTheHeaderFlagsRdAdAndCdMayBeSet)
 
 TEST_F(DnsQuery, AnOptRecordWithAnEightByteCookieLeaves)
 {
-	std::string msg = dns_header(kQid, 0x0120, 1, 0, 0, 1).name("allowed.test").u16(kTypeA).u16(1)
+	std::string msg = dns_header(kQid, 0x0120, 1, 0, 0, 1)
+				  .name("allowed.test")
+				  .u16(kTypeA)
+				  .u16(1)
 				  .raw(opt_record(edns_option(10, std::string(8, 'c')), 1232, 0x8000));
 	allowed(udp(msg), {.rule = 0, .qname = "allowed.test", .qtype = kTypeA, .qid = kQid});
 }
@@ -207,7 +210,8 @@ TEST_P(DnsQueryHeader, IsMalformed)
 }
 
 INSTANTIATE_TEST_SUITE_P(Bad, DnsQueryHeader,
-			 ::testing::Values(BadHeader{"QrSet", 0x8100, 1, 0, 0}, BadHeader{"AnotherOpcode", 0x0900, 1, 0, 0},
+			 ::testing::Values(BadHeader{"QrSet", 0x8100, 1, 0, 0},
+					   BadHeader{"AnotherOpcode", 0x0900, 1, 0, 0},
 					   BadHeader{"AaSet", 0x0500, 1, 0, 0}, BadHeader{"TcSet", 0x0300, 1, 0, 0},
 					   BadHeader{"RaSet", 0x0180, 1, 0, 0}, BadHeader{"ZSet", 0x0140, 1, 0, 0},
 					   BadHeader{"AnRcode", 0x0101, 1, 0, 0}, BadHeader{"NoQuestion", kRd, 0, 0, 0},
@@ -217,8 +221,13 @@ INSTANTIATE_TEST_SUITE_P(Bad, DnsQueryHeader,
 
 TEST_F(DnsQuery, TwoQuestionsAreMalformed)
 {
-	std::string msg = dns_header(kQid, kRd, 2).name("allowed.test").u16(kTypeA).u16(1).name("allowed.test")
-				  .u16(kTypeA).u16(1);
+	std::string msg = dns_header(kQid, kRd, 2)
+				  .name("allowed.test")
+				  .u16(kTypeA)
+				  .u16(1)
+				  .name("allowed.test")
+				  .u16(kTypeA)
+				  .u16(1);
 	denied(udp(msg), AL_REASON_DNS_MALFORMED, {.qid = kQid});
 }
 
@@ -273,8 +282,7 @@ TEST_F(DnsQuery, OverTcpALengthThatIsNotTheSegmentsIsMalformed)
 {
 	// Two messages in one segment: the length names the first only.
 	std::string two = Wire().u16(query("allowed.test").size()).raw(query("allowed.test")).u16(5).raw("hello");
-	denied(tcp4(kSandbox4, kResolver4, kClientPort, 53, two), AL_REASON_DNS_MALFORMED,
-	       {.protocol = IPPROTO_TCP});
+	denied(tcp4(kSandbox4, kResolver4, kClientPort, 53, two), AL_REASON_DNS_MALFORMED, {.protocol = IPPROTO_TCP});
 }
 
 TEST_F(DnsQuery, OverTcpASegmentCutInItsHeaderIsMalformed)
@@ -448,8 +456,11 @@ TEST_F(DnsQuery, InAuditModeADeniedQueryLeavesAndIsRemembered)
 	want.egress_bytes = pkt.size();
 	want.dns_queries_denied = 1;
 	EXPECT_EQ(counters_differ(sb_->counters(), want), "");
-	expect_one_event(about_query(
-		{.verdict = AL_VERDICT_AUDIT, .reason = AL_REASON_DNS_NAME, .qname = "denied.test", .qtype = kTypeA, .qid = kQid}));
+	expect_one_event(about_query({.verdict = AL_VERDICT_AUDIT,
+				      .reason = AL_REASON_DNS_NAME,
+				      .qname = "denied.test",
+				      .qtype = kTypeA,
+				      .qid = kQid}));
 	EXPECT_EQ(sb_->pending().size(), 1u);
 	EXPECT_EQ(sb_->latch().violated_ns, 0u) << "audit mode never latches";
 }
@@ -469,8 +480,8 @@ TEST_F(DnsQuery, UnderFreezeADeniedQueryLatchesAndTheNextIsQuarantined)
 	want.denied_packets = 2;
 	want.dns_queries_denied = 1;
 	EXPECT_EQ(counters_differ(sb_->counters(), want), "");
-	expect_one_event(
-		about_query({.reason = AL_REASON_DNS_NAME, .latched = 1, .qname = "denied.test", .qtype = kTypeA, .qid = kQid}));
+	expect_one_event(about_query(
+		{.reason = AL_REASON_DNS_NAME, .latched = 1, .qname = "denied.test", .qtype = kTypeA, .qid = kQid}));
 }
 
 }  // namespace

@@ -192,14 +192,16 @@ TEST_F(Parse, AFailedLoadOfThePortsIsAHelperError)
 TEST_F(Parse, AFailedLoadOfATcpDataOffsetToAResolverIsAHelperError)
 {
 	helper_fails(AL_ERR_SITE_DNS_TCP_HEADER,
-		     tcp4(kSandbox4, kResolver4, kClientPort, 53, Wire().u16(query("allowed.test").size()).raw(query("allowed.test"))),
+		     tcp4(kSandbox4, kResolver4, kClientPort, 53,
+			  Wire().u16(query("allowed.test").size()).raw(query("allowed.test"))),
 		     resolver(IPPROTO_TCP), true);
 }
 
 TEST_F(Parse, AFailedLoadOfADnsLengthOverTcpIsAHelperError)
 {
 	helper_fails(AL_ERR_SITE_DNS_TCP_LENGTH,
-		     tcp4(kSandbox4, kResolver4, kClientPort, 53, Wire().u16(query("allowed.test").size()).raw(query("allowed.test"))),
+		     tcp4(kSandbox4, kResolver4, kClientPort, 53,
+			  Wire().u16(query("allowed.test").size()).raw(query("allowed.test"))),
 		     resolver(IPPROTO_TCP), true);
 }
 

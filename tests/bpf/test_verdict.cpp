@@ -105,8 +105,11 @@ protected:
 	{
 		std::string q = query(name);
 		ASSERT_EQ(run_skb(Programs::get().egress(), udp4(kSandbox4, kResolver4, kClientPort, 53, q)), 1);
-		std::string ans = dns_header(kQid, 0x8180, 1, 1).name(name).u16(kTypeA).u16(1).raw(
-			rr(Wire().ptr(12), kTypeA, 300, addr4(addr)));
+		std::string ans = dns_header(kQid, 0x8180, 1, 1)
+					  .name(name)
+					  .u16(kTypeA)
+					  .u16(1)
+					  .raw(rr(Wire().ptr(12), kTypeA, 300, addr4(addr)));
 		ASSERT_EQ(run_skb(Programs::get().ingress(), udp4(kResolver4, kSandbox4, 53, kClientPort, ans)), 1);
 		ASSERT_EQ(sb_->learned().size(), 1u);
 		sb_->events();
@@ -187,8 +190,7 @@ TEST_F(Verdict, IPv4RulesDoNotHoldForIPv6)
 
 TEST_F(Verdict, AnIPv4MappedAddressIsJudgedAsIPv4)
 {
-	call_denied(connect6("::ffff:10.1.2.3", 22), AL_REASON_RULE_DENY, 1,
-		    to("10.1.2.3", 0, 0));
+	call_denied(connect6("::ffff:10.1.2.3", 22), AL_REASON_RULE_DENY, 1, to("10.1.2.3", 0, 0));
 	EXPECT_EQ(run_sock_addr(connect6("::ffff:10.1.2.3", 443)), 1);
 	al_counters want = decided(AL_HOOK_CONNECT6, AL_VERDICT_DENY, AL_REASON_RULE_DENY);
 	want.decisions[AL_HOOK_CONNECT6][AL_VERDICT_ALLOW] = 1;
@@ -197,7 +199,8 @@ TEST_F(Verdict, AnIPv4MappedAddressIsJudgedAsIPv4)
 
 TEST_F(Verdict, AProtocolNoRuleCanNameIsProtocol)
 {
-	egress_drops(ip4(kSandbox4, "10.0.0.1", 47, "", "gre!"), AL_REASON_PROTOCOL, AL_RULE_NONE, to("10.0.0.1", 47, 0));
+	egress_drops(ip4(kSandbox4, "10.0.0.1", 47, "", "gre!"), AL_REASON_PROTOCOL, AL_RULE_NONE,
+		     to("10.0.0.1", 47, 0));
 }
 
 TEST_F(Verdict, IcmpIsDeniedWithoutAnIcmpRule)
@@ -209,8 +212,7 @@ TEST_F(Verdict, IcmpIsDeniedWithoutAnIcmpRule)
 
 TEST_F(Verdict, AConnectIsReportedWithItsTask)
 {
-	call_denied(connect4("192.0.2.1", 80), AL_REASON_NO_RULE, AL_RULE_NONE,
-		    to("192.0.2.1", 0, 0));
+	call_denied(connect4("192.0.2.1", 80), AL_REASON_NO_RULE, AL_RULE_NONE, to("192.0.2.1", 0, 0));
 }
 
 // -- addresses learned from answers ------------------------------------------------
@@ -232,7 +234,8 @@ TEST_F(Verdict, ALearnedAddressOpensOnlyItsNamesPorts)
 {
 	learn("learned.test", "192.0.2.80");
 	EXPECT_EQ(run_sock_addr(connect4("192.0.2.80", 80)), 0);
-	EXPECT_EQ(counters_differ(sb_->counters(), sum(base_, decided(AL_HOOK_CONNECT4, AL_VERDICT_DENY, AL_REASON_NO_RULE))),
+	EXPECT_EQ(counters_differ(sb_->counters(),
+				  sum(base_, decided(AL_HOOK_CONNECT4, AL_VERDICT_DENY, AL_REASON_NO_RULE))),
 		  "");
 }
 
@@ -295,8 +298,7 @@ TEST_F(Verdict, UnderFreezeTheFirstViolationLatchesInTheSameCall)
 
 TEST_F(Verdict, UnderDenyAViolationNeverLatches)
 {
-	call_denied(connect4("192.0.2.1", 80), AL_REASON_NO_RULE, AL_RULE_NONE,
-		    to("192.0.2.1", 0, 0));
+	call_denied(connect4("192.0.2.1", 80), AL_REASON_NO_RULE, AL_RULE_NONE, to("192.0.2.1", 0, 0));
 	EXPECT_EQ(sb_->latch().violated_ns, 0u);
 }
 
@@ -331,7 +333,8 @@ TEST_F(Verdict, WithoutASandboxEntryEgressFailsClosed)
 	sb_->remove_entry();
 	unknown_used = true;
 	EXPECT_EQ(run_skb(Programs::get().egress(), tcp_to("10.1.2.3", 443)), 0);
-	EXPECT_EQ(counters_differ(sb_->unknown_counters(), decided(AL_HOOK_EGRESS, AL_VERDICT_DENY, AL_REASON_NO_SANDBOX)),
+	EXPECT_EQ(counters_differ(sb_->unknown_counters(),
+				  decided(AL_HOOK_EGRESS, AL_VERDICT_DENY, AL_REASON_NO_SANDBOX)),
 		  "");
 	EXPECT_EQ(counters_differ(sb_->counters(), {}), "");
 	Want w = to("10.1.2.3", IPPROTO_TCP, 443);
@@ -344,8 +347,9 @@ TEST_F(Verdict, WithoutASandboxEntryAConnectFailsClosed)
 	sb_->remove_entry();
 	unknown_used = true;
 	EXPECT_EQ(run_sock_addr(connect4("10.1.2.3", 443)), 0);
-	EXPECT_EQ(
-		counters_differ(sb_->unknown_counters(), decided(AL_HOOK_CONNECT4, AL_VERDICT_DENY, AL_REASON_NO_SANDBOX)), "");
+	EXPECT_EQ(counters_differ(sb_->unknown_counters(),
+				  decided(AL_HOOK_CONNECT4, AL_VERDICT_DENY, AL_REASON_NO_SANDBOX)),
+		  "");
 	EXPECT_EQ(counters_differ(sb_->counters(), {}), "");
 	Want w = to("10.1.2.3", IPPROTO_TCP, 443);
 	w.hook = AL_HOOK_CONNECT4;
@@ -358,7 +362,8 @@ TEST_F(Verdict, OnlyTheLevelsWhereSandboxesSitAreTried)
 	Programs::get().kernel().set_level_mask(1u << (Programs::get().cgroup().level() + 1));
 	unknown_used = true;
 	EXPECT_EQ(run_skb(Programs::get().egress(), tcp_to("10.1.2.3", 443)), 0);
-	EXPECT_EQ(counters_differ(sb_->unknown_counters(), decided(AL_HOOK_EGRESS, AL_VERDICT_DENY, AL_REASON_NO_SANDBOX)),
+	EXPECT_EQ(counters_differ(sb_->unknown_counters(),
+				  decided(AL_HOOK_EGRESS, AL_VERDICT_DENY, AL_REASON_NO_SANDBOX)),
 		  "");
 }
 

@@ -18,11 +18,16 @@
 static const char* name_of(long e)
 {
 	switch (e) {
-	case EPERM: return "EPERM";
-	case ENOSYS: return "ENOSYS";
-	case EAFNOSUPPORT: return "EAFNOSUPPORT";
-	case EINVAL: return "EINVAL";
-	default: return "other";
+	case EPERM:
+		return "EPERM";
+	case ENOSYS:
+		return "ENOSYS";
+	case EAFNOSUPPORT:
+		return "EAFNOSUPPORT";
+	case EINVAL:
+		return "EINVAL";
+	default:
+		return "other";
 	}
 }
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int unhex(const char *s, unsigned char *out, size_t max)
+static int unhex(const char* s, unsigned char* out, size_t max)
 {
 	size_t n = strlen(s);
 	if (n % 2 || n / 2 > max)
@@ -27,7 +27,7 @@ static int unhex(const char *s, unsigned char *out, size_t max)
 	return (int)(n / 2);
 }
 
-int main(int argc, char **argv)
+int main(int argc, char** argv)
 {
 	if (argc < 3) {
 		fprintf(stderr, "usage: skb_testrun PROG_PIN HEX [HEX ...]\n");
@@ -57,7 +57,8 @@ int main(int argc, char **argv)
 		LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = (unsigned)(14 + n), .repeat = 1);
 		int err = bpf_prog_test_run_opts(prog, &opts);
 		if (err)
-			printf("%s{\"i\":%d,\"retval\":null,\"errno\":\"%s\"}", i > 2 ? "," : "", i - 2, strerror(errno));
+			printf("%s{\"i\":%d,\"retval\":null,\"errno\":\"%s\"}", i > 2 ? "," : "", i - 2,
+			       strerror(errno));
 		else
 			printf("%s{\"i\":%d,\"retval\":%u,\"errno\":null}", i > 2 ? "," : "", i - 2, opts.retval);
 	}

@@ -228,7 +228,7 @@ int main(int argc, char** argv)
 			sent = run_one(&ring, prep_send, &o);
 			shutdown(fd, SHUT_WR);
 			char buf[256];
-			while (read(fd, buf, sizeof(buf)) > 0) // the peer's close: the data arrived
+			while (read(fd, buf, sizeof(buf)) > 0)  // the peer's close: the data arrived
 				;
 		}
 	} else {
@@ -248,7 +248,7 @@ int main(int argc, char** argv)
 		}
 	}
 	int ok = res == 0 && (sent < 0 ? 0 : 1);
-	if (sent < 0 && res == 0 && tcp) // the send itself failed
+	if (sent < 0 && res == 0 && tcp)  // the send itself failed
 		res = sent;
 	printf("{\"client\":\"uring_connect\",\"mode\":\"%s\",\"dst\":\"%s\",\"port\":%d,\"ok\":%s,\"stage\":\"%s\","
 	       "\"errno\":%s%s%s,\"res\":%d,\"sent\":",

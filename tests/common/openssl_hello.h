@@ -14,8 +14,8 @@
 namespace airlock::test {
 
 struct HelloOptions {
-	std::string server_name;            // "" none
-	std::vector<std::string> alpn;      // none if empty
+	std::string server_name;        // "" none
+	std::vector<std::string> alpn;  // none if empty
 	int max_version = TLS1_3_VERSION;
 };
 

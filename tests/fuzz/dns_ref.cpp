@@ -6,12 +6,12 @@ namespace dnsref {
 
 namespace {
 
-constexpr size_t kHeaderSize = 12;       // RFC 1035 4.1.1
-constexpr size_t kUdpMessageMax = 512;   // RFC 1035 4.2.1: larger messages are truncated
+constexpr size_t kHeaderSize = 12;      // RFC 1035 4.1.1
+constexpr size_t kUdpMessageMax = 512;  // RFC 1035 4.2.1: larger messages are truncated
 // docs/dns.md: the kernel matches names of at most 252 characters (without
 // the trailing dot); RFC 1035 2.3.4 allows 255 octets.
 constexpr size_t kNameCharsMax = 252;
-constexpr uint16_t kTypeOpt = 41;        // RFC 6891 6.1.1
+constexpr uint16_t kTypeOpt = 41;  // RFC 6891 6.1.1
 constexpr uint16_t kClassIn = 1;
 constexpr uint16_t kOptionPadding = 12;  // RFC 7830: its bytes carry nothing
 constexpr size_t kOptionBytesMax = 128;  // docs/dns.md: an OPT record's rdata, at most
@@ -137,12 +137,18 @@ bool opt_record_allowed(Reader& r, const Policy& p)
 const char* verdict_name(Verdict v)
 {
 	switch (v) {
-	case Verdict::Ok: return "ok";
-	case Verdict::Name: return "name";
-	case Verdict::Type: return "type";
-	case Verdict::Length: return "length";
-	case Verdict::Edns: return "edns";
-	case Verdict::Malformed: return "malformed";
+	case Verdict::Ok:
+		return "ok";
+	case Verdict::Name:
+		return "name";
+	case Verdict::Type:
+		return "type";
+	case Verdict::Length:
+		return "length";
+	case Verdict::Edns:
+		return "edns";
+	case Verdict::Malformed:
+		return "malformed";
 	}
 	return "?";
 }

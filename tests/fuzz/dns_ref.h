@@ -43,9 +43,9 @@ struct Policy {
 
 struct Result {
 	Verdict verdict = Verdict::Malformed;
-	bool have_id = false;        // the header was read
+	bool have_id = false;  // the header was read
 	uint16_t id = 0;
-	bool have_question = false;  // the name, type and class were read
+	bool have_question = false;       // the name, type and class were read
 	std::vector<std::string> labels;  // as sent, A-Z folded to a-z
 	uint16_t qtype = 0;
 };

@@ -41,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 	std::string_view in(reinterpret_cast<const char*>(data), size);
 	ClientHello h = parse_client_hello(in);
 	if (h.status == ClientHello::Status::NeedMore) {
-		check(h.need == 0 || h.need > size, "NeedMore asks for more than it has", fmt::format("{} {}", h.need, size));
+		check(h.need == 0 || h.need > size, "NeedMore asks for more than it has",
+		      fmt::format("{} {}", h.need, size));
 		return 0;
 	}
 	if (h.status != ClientHello::Status::Ok) {
@@ -76,7 +77,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 			std::string name = view.server_name_ext.size() >= 5 ? view.server_name_ext.substr(5) : "";
 			for (auto& c : name)
 				c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-			check(name == h.server_name, "the same server name as OpenSSL's", name + " vs " + h.server_name);
+			check(name == h.server_name, "the same server name as OpenSSL's",
+			      name + " vs " + h.server_name);
 		}
 	}
 

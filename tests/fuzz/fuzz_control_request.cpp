@@ -44,8 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 		auto again = parse_request(std::string_view(written).substr(0, written.size() - 1));
 		if (!again)
 			broken("a written request is accepted again", written + " -> " + again.rejection().first());
-		check(to_line(*again) == written, "a written request is written the same again",
-		      written);
+		check(to_line(*again) == written, "a written request is written the same again", written);
 	}
 	check(parse_request(line).ok() == parsed.ok(), "the same line, the same outcome", line);
 	return 0;

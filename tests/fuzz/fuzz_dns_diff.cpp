@@ -62,12 +62,24 @@ dnsref::Policy policy;
 bool kernel_verdict(uint8_t reason, dnsref::Verdict& v)
 {
 	switch (reason) {
-	case AL_REASON_DNS_ALLOW: v = dnsref::Verdict::Ok; return true;
-	case AL_REASON_DNS_NAME: v = dnsref::Verdict::Name; return true;
-	case AL_REASON_DNS_TYPE: v = dnsref::Verdict::Type; return true;
-	case AL_REASON_DNS_LENGTH: v = dnsref::Verdict::Length; return true;
-	case AL_REASON_DNS_EDNS: v = dnsref::Verdict::Edns; return true;
-	case AL_REASON_DNS_MALFORMED: v = dnsref::Verdict::Malformed; return true;
+	case AL_REASON_DNS_ALLOW:
+		v = dnsref::Verdict::Ok;
+		return true;
+	case AL_REASON_DNS_NAME:
+		v = dnsref::Verdict::Name;
+		return true;
+	case AL_REASON_DNS_TYPE:
+		v = dnsref::Verdict::Type;
+		return true;
+	case AL_REASON_DNS_LENGTH:
+		v = dnsref::Verdict::Length;
+		return true;
+	case AL_REASON_DNS_EDNS:
+		v = dnsref::Verdict::Edns;
+		return true;
+	case AL_REASON_DNS_MALFORMED:
+		v = dnsref::Verdict::Malformed;
+		return true;
 	}
 	return false;
 }
@@ -93,7 +105,8 @@ std::string join(const std::vector<std::string>& labels)
 		s += s.empty() ? "" : ".";
 		for (unsigned char c : l) {
 			char buf[8];
-			std::snprintf(buf, sizeof(buf), c > 32 && c < 127 && c != '.' && c != '\\' ? "%c" : "\\%03u", c);
+			std::snprintf(buf, sizeof(buf), c > 32 && c < 127 && c != '.' && c != '\\' ? "%c" : "\\%03u",
+				      c);
 			s += buf;
 		}
 	}
@@ -103,9 +116,11 @@ std::string join(const std::vector<std::string>& labels)
 [[noreturn]] void disagree(const char* what, const uint8_t* data, size_t size, const bpft::Event& e,
 			   const dnsref::Result& ref)
 {
-	std::fprintf(stderr, "fuzz_dns_diff: %s\n  kernel: %s labels '%s'\n  reference: %s id %#x labels '%s' qtype %u\n  input:",
-		     what, e.describe().c_str(), join(kernel_labels(*e.dns)).c_str(), dnsref::verdict_name(ref.verdict),
-		     ref.id, join(ref.labels).c_str(), ref.qtype);
+	std::fprintf(
+		stderr,
+		"fuzz_dns_diff: %s\n  kernel: %s labels '%s'\n  reference: %s id %#x labels '%s' qtype %u\n  input:",
+		what, e.describe().c_str(), join(kernel_labels(*e.dns)).c_str(), dnsref::verdict_name(ref.verdict),
+		ref.id, join(ref.labels).c_str(), ref.qtype);
 	for (size_t i = 0; i < size; i++)
 		std::fprintf(stderr, " %02x", data[i]);
 	std::fprintf(stderr, "\n");

@@ -155,7 +155,8 @@ void as_policy_domain(std::string_view bytes)
 		const CompiledName& e = compiled->names.at(0);
 		check(e.value.name_len == key.size() && std::equal(key.begin(), key.end(), e.key.name),
 		      "the compiled key is name_key_bytes", name);
-		check(wildcard || e.key.name[key.size()] == AL_NAME_END, "an exact name's key ends in AL_NAME_END", name);
+		check(wildcard || e.key.name[key.size()] == AL_NAME_END, "an exact name's key ends in AL_NAME_END",
+		      name);
 	}
 
 	check(domain_covers(name, false, name) && !domain_covers(name, true, name), "x is not *.x", name);
@@ -181,10 +182,12 @@ void as_kernel_key(std::string_view bytes)
 void as_dns_type(std::string_view bytes)
 {
 	if (bytes.size() >= 2) {
-		uint16_t n = static_cast<uint16_t>(static_cast<uint8_t>(bytes[0]) << 8 | static_cast<uint8_t>(bytes[1]));
+		uint16_t n = static_cast<uint16_t>(static_cast<uint8_t>(bytes[0]) << 8 |
+						   static_cast<uint8_t>(bytes[1]));
 		std::string name = dns_type_name(n);
 		auto num = dns_type_number(name);
-		check(num ? *num == n : name == "TYPE" + std::to_string(n), "dns_type_name: a known name or TYPE<n>", name);
+		check(num ? *num == n : name == "TYPE" + std::to_string(n), "dns_type_name: a known name or TYPE<n>",
+		      name);
 	}
 	std::string s(bytes);
 	if (auto num = dns_type_number(s))

@@ -73,7 +73,10 @@ KernelDecision scan(const al_rule_set& rs, uint16_t port, uint8_t proto)
 
 std::string show(const KernelDecision& d)
 {
-	return std::string(d.allowed ? "allow" : d.redirected ? "redirect" : "deny") + " by rule " + std::to_string(d.rule);
+	return std::string(d.allowed      ? "allow"
+			   : d.redirected ? "redirect"
+					  : "deny") +
+	       " by rule " + std::to_string(d.rule);
 }
 
 std::string show(const std::optional<KernelDecision>& d)
@@ -109,7 +112,8 @@ void probe_cidr(const Policy& p, const CompiledPolicy& c, const Rule& r)
 				KernelDecision got = kernel_lookup(c, kPolicyId, a, port, proto);
 				KernelDecision want = reference_decision(p, a, port, proto);
 				if (got != want)
-					broken("the compiled prefixes decide as the rules", where(r, format_address(a), port, proto, got, want));
+					broken("the compiled prefixes decide as the rules",
+					       where(r, format_address(a), port, proto, got, want));
 			}
 }
 
@@ -128,9 +132,11 @@ void probe_domain(const Policy& p, const CompiledPolicy& c, const Rule& r)
 			for (uint32_t i = 0; i < rs->count && i < AL_MAX_RANGES; i++) {
 				const al_range& rg = rs->ranges[i];
 				bool to_answering_world = rg.action == AL_ACTION_REDIRECT && rg.rule < p.rules.size() &&
-							  p.rules[rg.rule].redirect && p.rules[rg.rule].redirect->world &&
-							  p.world && p.world->synthesize_dns;
-				may_leave |= rg.action == AL_ACTION_ALLOW || (rg.action == AL_ACTION_REDIRECT && !to_answering_world);
+							  p.rules[rg.rule].redirect &&
+							  p.rules[rg.rule].redirect->world && p.world &&
+							  p.world->synthesize_dns;
+				may_leave |= rg.action == AL_ACTION_ALLOW ||
+					     (rg.action == AL_ACTION_REDIRECT && !to_answering_world);
 			}
 			if (bool(rs->flags & AL_RS_QUERY) != may_leave)
 				broken("a name may be queried exactly when some range allows or redirects to where queries go",
@@ -141,7 +147,8 @@ void probe_domain(const Policy& p, const CompiledPolicy& c, const Rule& r)
 				KernelDecision got = rs ? scan(*rs, port, proto) : KernelDecision{};
 				KernelDecision want = reference_name_decision(p, name, port, proto);
 				if (got != want)
-					broken("the compiled names decide as the rules", where(r, name, port, proto, got, want));
+					broken("the compiled names decide as the rules",
+					       where(r, name, port, proto, got, want));
 			}
 	}
 }

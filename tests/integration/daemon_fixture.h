@@ -63,8 +63,13 @@ protected:
 	// argv that puts itself into cgroup cg, then runs cmd in the client namespace.
 	std::vector<std::string> inside(const std::string& cg, const std::vector<std::string>& cmd)
 	{
-		std::vector<std::string> a = {"nsenter", "--net=" + env().topo->client_ns_path(), "/bin/sh", "-c",
-					      "echo $$ > \"$0/cgroup.procs\" && shift && exec \"$@\"", cg, "-"};
+		std::vector<std::string> a = {"nsenter",
+					      "--net=" + env().topo->client_ns_path(),
+					      "/bin/sh",
+					      "-c",
+					      "echo $$ > \"$0/cgroup.procs\" && shift && exec \"$@\"",
+					      cg,
+					      "-"};
 		a.insert(a.end(), cmd.begin(), cmd.end());
 		return a;
 	}

@@ -130,8 +130,7 @@ json dns_block(std::vector<std::string> resolvers, std::vector<std::string> type
 	return {{"resolvers", resolvers}, {"types", types}};
 }
 
-json dns_policy(const std::string& name, json rules, json dns, const std::string& on_violation,
-		const std::string& mode)
+json dns_policy(const std::string& name, json rules, json dns, const std::string& on_violation, const std::string& mode)
 {
 	json p = {{"version", 1}, {"name", name}, {"mode", mode}, {"on_violation", on_violation}, {"rules", rules}};
 	if (!dns.is_null())
@@ -165,8 +164,9 @@ void Resolver::start(Ms timeout)
 				      "--address=/rebind.allowed.test/10.77.0.3",
 				      // A name under allowed.test bound to loopback (a sandbox's own
 				      // resolver's doing).
-				      "--address=/loopback.allowed.test/127.0.0.1", "--address=/loopback.allowed.test/::1",
-				      "--cname=www.chain.test,mid.chain.test", "--cname=mid.chain.test,end.chain.test",
+				      "--address=/loopback.allowed.test/127.0.0.1",
+				      "--address=/loopback.allowed.test/::1", "--cname=www.chain.test,mid.chain.test",
+				      "--cname=mid.chain.test,end.chain.test",
 				      "--host-record=end.chain.test,10.77.0.2,fd77::2",
 				      "--txt-record=txt.allowed.test,hello",  // no shell: no quotes
 				      // Attacker zones, delegated to the tunnel servers.
@@ -181,7 +181,8 @@ void Resolver::start(Ms timeout)
 		},
 		timeout, 20ms);
 	if (!ok || !proc_->running())
-		throw std::runtime_error("dnsmasq did not answer: " + proc_->describe() + "\nlog:\n" + tail(log(), 3000));
+		throw std::runtime_error("dnsmasq did not answer: " + proc_->describe() + "\nlog:\n" +
+					 tail(log(), 3000));
 }
 
 std::string Resolver::log() const
@@ -299,7 +300,8 @@ std::optional<std::string> Resolver::query(const std::string& name, uint16_t qty
 				continue;
 			char buf[4096];
 			ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-			if (n >= 12 && (static_cast<unsigned char>(buf[0]) << 8 | static_cast<unsigned char>(buf[1])) == id)
+			if (n >= 12 &&
+			    (static_cast<unsigned char>(buf[0]) << 8 | static_cast<unsigned char>(buf[1])) == id)
 				out = std::string(buf, n);
 		}
 	}
@@ -330,10 +332,11 @@ void FakeResolver::start(const std::string& mode, Ms timeout)
 	set_mode(mode);
 	std::string ready = env_.path("fake-resolver.ready");
 	std::vector<std::string> a = {"ip", "netns", "exec", env_.topo->sink_ns};
-	auto py = env_.py("dns_fake_resolver.py", {"--addr", kFakeResolver4, "--other", kAllowed4, "--log", log_,
-						   "--ready", ready, "--mode", mode, "--mode-file", mode_file_,
-						   "--trigger-dir", trigger_dir_, "--answer4", kAllowed4, "--answer6",
-						   kAllowed6, "--ttl", "60", "--max-seconds", "300"});
+	auto py = env_.py("dns_fake_resolver.py",
+			  {"--addr",        kFakeResolver4, "--other",       kAllowed4, "--log",       log_,
+			   "--ready",       ready,          "--mode",        mode,      "--mode-file", mode_file_,
+			   "--trigger-dir", trigger_dir_,   "--answer4",     kAllowed4, "--answer6",   kAllowed6,
+			   "--ttl",         "60",           "--max-seconds", "300"});
 	a.insert(a.end(), py.begin(), py.end());
 	proc_ = &env_.start(a, "fake-resolver");
 	if (!wait_until([&] { return exists(ready) || !proc_->running(); }, timeout) || !exists(ready))
@@ -637,10 +640,18 @@ std::vector<std::string> DnsWorld::with_resolv(const std::vector<std::string>& a
 	// are never touched. nscd, if the host runs one, would answer from the
 	// host's namespace: its socket directory is hidden.
 	std::vector<std::string> a = {
-		"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+		"unshare",
+		"--mount",
+		"--propagation",
+		"private",
+		"--",
+		"/bin/sh",
+		"-c",
 		"mount --bind \"$1\" /etc/resolv.conf && mount --bind \"$2\" /etc/nsswitch.conf && "
 		"{ [ ! -d /run/nscd ] || mount -t tmpfs none /run/nscd; } && shift 2 && exec \"$@\"",
-		"dns-world", rc, env_.path("nsswitch.conf")};
+		"dns-world",
+		rc,
+		env_.path("nsswitch.conf")};
 	a.insert(a.end(), argv.begin(), argv.end());
 	return a;
 }
@@ -684,8 +695,8 @@ RunResult DnsWorld::bare(const std::vector<std::string>& cmd, Ms timeout, const 
 	return parse_run(p, st, !st);
 }
 
-std::vector<std::string> DnsWorld::exec(const std::string& tag, const std::vector<std::string>& argv,
-					double timeout_s, const std::string& stdin_text, double stdin_hold_s)
+std::vector<std::string> DnsWorld::exec(const std::string& tag, const std::vector<std::string>& argv, double timeout_s,
+					const std::string& stdin_text, double stdin_hold_s)
 {
 	std::vector<std::string> args = {tag, "--timeout", fmt::format("{}", timeout_s)};
 	if (!stdin_text.empty()) {
@@ -795,17 +806,19 @@ DnsMatch DnsDenied(const std::string& reason, const std::string& sandbox, std::o
 ::testing::AssertionResult NeverQueried(DnsWorld& w, const std::string& name, const std::string& type)
 {
 	if (!w.resolver().fence())
-		return ::testing::AssertionFailure() << "the resolver fence query was never logged: absence means nothing";
+		return ::testing::AssertionFailure()
+		       << "the resolver fence query was never logged: absence means nothing";
 	size_t n = w.resolver().count(name, type);
 	if (n)
 		return ::testing::AssertionFailure() << "LEAK: the resolver received " << n << " queries for " << name
 						     << (type.empty() ? "" : " " + type);
 	if (!w.env().fence())
-		return ::testing::AssertionFailure() << "the fence datagram never reached the sink: absence means nothing";
+		return ::testing::AssertionFailure()
+		       << "the fence datagram never reached the sink: absence means nothing";
 	size_t f = wire_queries_for(w.env(), name);
 	if (f)
-		return ::testing::AssertionFailure() << "LEAK: " << f << " frames to port 53 carrying " << name
-						     << " reached the sink's wire";
+		return ::testing::AssertionFailure()
+		       << "LEAK: " << f << " frames to port 53 carrying " << name << " reached the sink's wire";
 	return ::testing::AssertionSuccess();
 }
 
@@ -814,11 +827,14 @@ DnsMatch DnsDenied(const std::string& reason, const std::string& sandbox, std::o
 	if (sport <= 0)
 		return ::testing::AssertionFailure() << "the client reported no source port";
 	if (!w.resolver().fence())
-		return ::testing::AssertionFailure() << "the resolver fence query was never logged: absence means nothing";
+		return ::testing::AssertionFailure()
+		       << "the resolver fence query was never logged: absence means nothing";
 	if (size_t n = w.resolver().lines_from_port(sport))
-		return ::testing::AssertionFailure() << "LEAK: the resolver logged " << n << " lines about port " << sport;
+		return ::testing::AssertionFailure()
+		       << "LEAK: the resolver logged " << n << " lines about port " << sport;
 	if (!w.env().fence())
-		return ::testing::AssertionFailure() << "the fence datagram never reached the sink: absence means nothing";
+		return ::testing::AssertionFailure()
+		       << "the fence datagram never reached the sink: absence means nothing";
 	if (size_t f = wire_frames_from(w.env(), sport))
 		return ::testing::AssertionFailure() << "LEAK: " << f << " frames from " << kClient4 << ":" << sport
 						     << " to port 53 reached the sink's wire";

@@ -280,7 +280,8 @@ protected:
 		try {
 			world_->start();
 		} catch (const std::exception& e) {
-			FAIL() << "DNS world setup failed (a test that cannot set up fails, it never skips): " << e.what();
+			FAIL() << "DNS world setup failed (a test that cannot set up fails, it never skips): "
+			       << e.what();
 		}
 	}
 	void TearDown() override

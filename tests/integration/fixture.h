@@ -45,12 +45,12 @@ inline ::testing::AssertionResult NothingArrived(Env& env, const std::string& ma
 {
 	Sink& s = sink ? *sink : *env.sink;
 	if (!sink && !env.fence())
-		return ::testing::AssertionFailure() << "the fence datagram never reached the sink: absence means nothing";
+		return ::testing::AssertionFailure()
+		       << "the fence datagram never reached the sink: absence means nothing";
 	size_t d = s.count_data(marker), f = s.count_frames(marker);
 	if (d || f)
-		return ::testing::AssertionFailure()
-		       << "LEAK: marker " << marker << " reached the sink: " << d << " times in received data, " << f
-		       << " times in captured frames";
+		return ::testing::AssertionFailure() << "LEAK: marker " << marker << " reached the sink: " << d
+						     << " times in received data, " << f << " times in captured frames";
 	return ::testing::AssertionSuccess();
 }
 
@@ -61,8 +61,9 @@ inline ::testing::AssertionResult NothingArrived(Env& env, const std::string& ma
 // refuse it.
 inline std::string TcpSocketsTo(Env& env, int port, const std::string& netns = "")
 {
-	std::vector<std::string> ss = {"ss", "-Htan", "state", "all", "exclude", "time-wait", "dport", "=",
-				       ":" + std::to_string(port)};
+	std::vector<std::string> ss = {"ss",    "-Htan",   "state",
+				       "all",   "exclude", "time-wait",
+				       "dport", "=",       ":" + std::to_string(port)};
 	Result r;
 	if (netns.empty()) {
 		r = env.in_client(ss);
@@ -79,10 +80,9 @@ inline ::testing::AssertionResult ArrivedIntact(Env& env, const std::string& pay
 	if (env.sink->wait_intact(payload, timeout))
 		return ::testing::AssertionSuccess();
 	auto partial = env.sink->payloads_with(payload);
-	return ::testing::AssertionFailure() << "legitimate payload " << payload << " did not arrive intact within "
-					     << timeout.count() << " ms (" << partial.size()
-					     << " streams/datagrams contain it; " << env.sink->count_frames(payload)
-					     << " frames)";
+	return ::testing::AssertionFailure()
+	       << "legitimate payload " << payload << " did not arrive intact within " << timeout.count() << " ms ("
+	       << partial.size() << " streams/datagrams contain it; " << env.sink->count_frames(payload) << " frames)";
 }
 
 // ---- the audit oracle ------------------------------------------------------------
@@ -98,10 +98,10 @@ inline ::testing::AssertionResult Logged(const std::vector<json>& lines, Match m
 		found = f2;
 	}
 	if (found.empty())
-		return ::testing::AssertionFailure() << "no audit decision line matches " << m.describe()
-						     << (sandbox.empty() ? "" : " for sandbox " + sandbox)
-						     << "; the log has:\n"
-						     << dump_lines(lines, 30);
+		return ::testing::AssertionFailure()
+		       << "no audit decision line matches " << m.describe()
+		       << (sandbox.empty() ? "" : " for sandbox " + sandbox) << "; the log has:\n"
+		       << dump_lines(lines, 30);
 	return ::testing::AssertionSuccess();
 }
 
@@ -121,7 +121,8 @@ inline Match Violation(const std::string& hook, const std::string& reason, std::
 
 // No decision line other than "allow" names dst:port.
 // A decision of the audit log that is not a violation.
-inline Match not_a_violation(const char* hook, const char* verdict, const char* reason, const std::string& dst, int port)
+inline Match not_a_violation(const char* hook, const char* verdict, const char* reason, const std::string& dst,
+			     int port)
 {
 	Match m;
 	m.hook = hook;
@@ -140,8 +141,8 @@ inline ::testing::AssertionResult NoViolationFor(const std::vector<json>& lines,
 			continue;
 		if (j.value("dst", json()).is_string() && j["dst"] == dst && j.value("port", -1) == port &&
 		    j.value("verdict", "") != "allow")
-			return ::testing::AssertionFailure() << "a legitimate destination " << dst << ":" << port
-							     << " got a violation: " << j.dump();
+			return ::testing::AssertionFailure()
+			       << "a legitimate destination " << dst << ":" << port << " got a violation: " << j.dump();
 	}
 	return ::testing::AssertionSuccess();
 }

@@ -566,8 +566,9 @@ void Sink::start(Ms timeout)
 		a = {"ip", "netns", "exec", o_.netns};
 	else
 		a = {"nsenter", "--net=/run/netns/" + o_.netns, "--"};
-	std::vector<std::string> rest = {python(), "-u", sink_script(), "--log", log_, "--ready", ready_,
-					 "--tcp", o_.tcp_ports, "--udp", o_.udp_ports, "--max-seconds", "300"};
+	std::vector<std::string> rest = {python(), "-u",    sink_script(), "--log", log_,         "--ready",
+					 ready_,   "--tcp", o_.tcp_ports,  "--udp", o_.udp_ports, "--max-seconds",
+					 "300"};
 	a.insert(a.end(), rest.begin(), rest.end());
 	for (const auto& addr : o_.addrs) {
 		a.push_back("--addr");
@@ -948,8 +949,9 @@ json base_policy(const std::string& name, const std::string& on_violation, const
 		    {"mode", mode},
 		    {"on_violation", on_violation},
 		    {"rules",
-		     json::array({json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", json::array({ports})}},
-				  json{{"action", "allow"}, {"cidr", "fd77::2/128"}, {"ports", json::array({ports})}}})}};
+		     json::array(
+			     {json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", json::array({ports})}},
+			      json{{"action", "allow"}, {"cidr", "fd77::2/128"}, {"ports", json::array({ports})}}})}};
 }
 
 // ---- stale resources of dead test processes -------------------------------------
@@ -989,7 +991,8 @@ void sweep_stale()
 			mount = cgroup2_mount();
 		} catch (...) {
 		}
-		for (const std::string& parent : {mount, std::string("/sys/fs/bpf"), std::string("/run"), std::string("/tmp")}) {
+		for (const std::string& parent :
+		     {mount, std::string("/sys/fs/bpf"), std::string("/run"), std::string("/tmp")}) {
 			if (parent.empty())
 				continue;
 			for (const auto& e : fs::directory_iterator(parent, ec)) {
@@ -1042,8 +1045,11 @@ void Env::setup()
 		if (with_sink_) {
 			std::string ports = fmt::format("{}-{},{}", kPortLo, kPortHi, kFencePort);
 			sink = std::make_unique<Sink>(tmp, "main",
-						      SinkOptions{topo->sink_ns, topo->sink_if,
-								  {kAllowed4, kDenied4, kAllowed6, kDenied6}, ports, ports});
+						      SinkOptions{topo->sink_ns,
+								  topo->sink_if,
+								  {kAllowed4, kDenied4, kAllowed6, kDenied6},
+								  ports,
+								  ports});
 			sink->start();
 		}
 	}
@@ -1095,8 +1101,8 @@ std::string Env::sandbox_cgroup(const std::string& name) const
 
 std::vector<std::string> Env::airlock_argv(const std::vector<std::string>& args) const
 {
-	std::vector<std::string> a = {airlock_bin(), "--bpf-dir", bpf_dir, "--state-dir", state_dir, "--cgroup-parent",
-				      cgroup_parent};
+	std::vector<std::string> a = {airlock_bin(), "--bpf-dir",       bpf_dir,      "--state-dir",
+				      state_dir,     "--cgroup-parent", cgroup_parent};
 	a.insert(a.end(), args.begin(), args.end());
 	return a;
 }

@@ -54,7 +54,7 @@ std::string airlock_bin();
 std::string uring_connect_bin();
 std::string fuse_hang_bin();
 std::string source_dir();
-std::string python();  // AIRLOCK_TEST_PYTHON, else /usr/bin/python3, else python3
+std::string python();                                // AIRLOCK_TEST_PYTHON, else /usr/bin/python3, else python3
 std::string client_script(const std::string& name);  // tests/clients/NAME
 std::string sink_script();
 std::string cgroup2_mount();  // from /proc/self/mountinfo, never hard-coded
@@ -306,7 +306,13 @@ std::map<std::string, long> pinned_prog_ids(const std::string& bpf_dir);
 // A standard policy: allow 10.77.0.2 and fd77::2 on kPortLo..kPortHi (TCP+UDP).
 json base_policy(const std::string& name, const std::string& on_violation = "deny",
 		 const std::string& mode = "enforce");
-inline std::string dest4(const std::string& a, int port) { return a + ":" + std::to_string(port); }
-inline std::string dest6(const std::string& a, int port) { return "[" + a + "]:" + std::to_string(port); }
+inline std::string dest4(const std::string& a, int port)
+{
+	return a + ":" + std::to_string(port);
+}
+inline std::string dest6(const std::string& a, int port)
+{
+	return "[" + a + "]:" + std::to_string(port);
+}
 
 }  // namespace it

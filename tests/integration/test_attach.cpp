@@ -29,11 +29,10 @@ protected:
 	std::vector<std::string> udp_loop(const std::string& prefix)
 	{
 		return env().py("loop.py", {"--proto", "udp", "--allowed", dest4(kAllowed4, 9000), "--denied",
-					    dest4(kDenied4, 9001), "--prefix", prefix, "--progress", env().path("loop.json"),
-					    "--stop", env().path("stop"), "--max", "100000", "--seconds", "25", "--interval",
-					    "0.005"});
+					    dest4(kDenied4, 9001), "--prefix", prefix, "--progress",
+					    env().path("loop.json"), "--stop", env().path("stop"), "--max", "100000",
+					    "--seconds", "25", "--interval", "0.005"});
 	}
-
 };
 
 TEST_F(Attach, ARunningProcessIsEnforcedFromAttachUntilDetach)
@@ -41,9 +40,7 @@ TEST_F(Attach, ARunningProcessIsEnforcedFromAttachUntilDetach)
 	Proc& daemon = start_daemon();
 	std::string cg = make_cgroup("ext");
 	std::string prefix = "AIRLOCK-MARK-at-" + env().id + "-" + random_hex(8);
-	Proc& client = env().start(
-		inside(cg, udp_loop(prefix)),
-		"client");
+	Proc& client = env().start(inside(cg, udp_loop(prefix)), "client");
 	// Unenforced: the denied destination is reached (the oracle can fail).
 	ASSERT_TRUE(wait_until([&] { return count("loop.json", "denied", "ok") >= 3; }, 10s)) << client.describe();
 
@@ -99,7 +96,8 @@ TEST_F(Attach, TwoCgroupsSideBySideEachUnderItsOwnPolicy)
 	json pa = base_policy("it-attach-a");  // allows 10.77.0.2
 	json pb = {{"version", 1},
 		   {"name", "it-attach-b"},
-		   {"rules", json::array({json{{"action", "allow"}, {"cidr", std::string(kDenied4) + "/32"},
+		   {"rules", json::array({json{{"action", "allow"},
+					       {"cidr", std::string(kDenied4) + "/32"},
 					       {"ports", {"9000-9039"}}}})}};
 	std::string na = "a" + env().id, nb = "b" + env().id;
 	Result ra = env().airlock({"attach", "--cgroup", a, "--policy", env().write_policy("a.json", pa), "--name", na,
@@ -110,8 +108,8 @@ TEST_F(Attach, TwoCgroupsSideBySideEachUnderItsOwnPolicy)
 				   env().write_policy("b.json", pb), "--name", nb, "--audit-log", env().audit_path()});
 	ASSERT_EQ(rb.status, 0) << rb.describe();
 	// One sandbox per cgroup.
-	Result again = env().airlock({"attach", "--cgroup", a, "--policy", env().write_policy("a2.json", pa), "--name",
-				      "z" + env().id});
+	Result again = env().airlock(
+		{"attach", "--cgroup", a, "--policy", env().write_policy("a2.json", pa), "--name", "z" + env().id});
 	EXPECT_NE(again.status, 0);
 	EXPECT_NE(again.err.find("already"), std::string::npos) << again.describe();
 
@@ -151,16 +149,16 @@ TEST_F(Attach, TheDaemonFreezesAnAttachedSandboxOnItsViolation)
 	std::string cg = make_cgroup("frz");
 	std::string name = "f" + env().id;
 	Result a = env().airlock({"attach", "--cgroup", cg, "--policy",
-				  env().write_policy("frz.json", base_policy("it-attach-frz", "freeze")), "--name", name,
-				  "--audit-log", env().audit_path()});
+				  env().write_policy("frz.json", base_policy("it-attach-frz", "freeze")), "--name",
+				  name, "--audit-log", env().audit_path()});
 	ASSERT_EQ(a.status, 0) << a.describe();
 	std::string ok = env().marker("ok"), bad = env().marker("bad");
 	// A process that joins the cgroup, sends one allowed and one denied
 	// datagram, then waits to be released.
-	Proc& client = env().start(inside(cg, Sequence({env().py("udp_send.py", {dest4(kAllowed4, 9006), ok,
-										  dest4(kDenied4, 9007), bad}),
-							   env().py("wait_file.py", {env().path("go"), "20"})})),
-				   "client");
+	Proc& client = env().start(
+		inside(cg, Sequence({env().py("udp_send.py", {dest4(kAllowed4, 9006), ok, dest4(kDenied4, 9007), bad}),
+				     env().py("wait_file.py", {env().path("go"), "20"})})),
+		"client");
 	ASSERT_TRUE(wait_until([&] { return !events(env().audit(), "frozen").empty(); }, 10s))
 		<< daemon.describe() << dump_lines(env().audit());
 	auto st = env().status_of(name);
@@ -195,8 +193,8 @@ TEST_F(Attach, AStalledControlClientNeverDelaysAFreeze)
 	std::string cg = make_cgroup("stall");
 	std::string name = "s" + env().id;
 	Result a = env().airlock({"attach", "--cgroup", cg, "--policy",
-				  env().write_policy("stall.json", base_policy("it-attach-stall", "freeze")), "--name", name,
-				  "--audit-log", env().audit_path()});
+				  env().write_policy("stall.json", base_policy("it-attach-stall", "freeze")), "--name",
+				  name, "--audit-log", env().audit_path()});
 	ASSERT_EQ(a.status, 0) << a.describe();
 	std::string sock = env().state_dir + "/control.sock";
 	std::vector<int> stalled;
@@ -230,7 +228,8 @@ TEST_F(Attach, AStalledControlClientNeverDelaysAFreeze)
 		::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		char b[256];
 		ssize_t n = ::recv(fd, b, sizeof(b), 0);
-		EXPECT_EQ(n, 0) << "a stalled connection was not closed: " << (n < 0 ? errno_name(errno) : std::string(b, n));
+		EXPECT_EQ(n, 0) << "a stalled connection was not closed: "
+				<< (n < 0 ? errno_name(errno) : std::string(b, n));
 		::close(fd);
 	}
 	EXPECT_NE(daemon.err().find("did not send a whole request in time; closed"), std::string::npos)
@@ -263,7 +262,8 @@ TEST_F(Attach, ACgroupWithProgramsButNoSandboxEntryIsDenied)
 	auto st = env().status_of(name);
 	ASSERT_TRUE(st);
 	uint64_t id = (*st)["cgroup_id"].get<uint64_t>();
-	std::vector<std::string> del = {"bpftool", "map", "delete", "pinned", env().bpf_dir + "/maps/al_sandboxes", "key"};
+	std::vector<std::string> del = {"bpftool", "map", "delete", "pinned", env().bpf_dir + "/maps/al_sandboxes",
+					"key"};
 	for (int i = 0; i < 8; i++)
 		del.push_back(std::to_string((id >> (8 * i)) & 0xff));
 	auto unattributed = [&](const char* hook) {
@@ -302,9 +302,7 @@ TEST_F(Attach, DaemonKilledAndRestartedUnderTrafficLeaksNothing)
 				  "--audit-log", env().audit_path()});
 	ASSERT_EQ(a.status, 0) << a.describe();
 	std::string prefix = "AIRLOCK-MARK-rs-" + env().id + "-" + random_hex(8);
-	Proc& client = env().start(
-		inside(cg, udp_loop(prefix)),
-		"client");
+	Proc& client = env().start(inside(cg, udp_loop(prefix)), "client");
 	ASSERT_TRUE(wait_until([&] { return count("loop.json", "denied", "fail") >= 5; }, 10s)) << client.describe();
 	ASSERT_TRUE(LoggedSoon(Violation("sendmsg4", "no-rule", kDenied4, 9001), name)) << first.describe();
 
@@ -326,7 +324,10 @@ TEST_F(Attach, DaemonKilledAndRestartedUnderTrafficLeaksNothing)
 	EXPECT_TRUE(wait_until([&] { return second.err().find("supervising") != std::string::npos; }, 10s))
 		<< second.describe();
 	EXPECT_TRUE(wait_until(
-		[&] { return decisions(env().audit(), Violation("sendmsg4", "no-rule", kDenied4, 9001)).size() > logged; },
+		[&] {
+			return decisions(env().audit(), Violation("sendmsg4", "no-rule", kDenied4, 9001)).size() >
+			       logged;
+		},
 		10s))
 		<< second.describe();
 	write_file(env().path("stop"), "");
@@ -353,7 +354,8 @@ TEST_F(Attach, EventsStreamFromTheDaemonWhoseControlSocketIsRootsAlone)
 	ASSERT_TRUE(wait_until(
 		[&] {
 			for (const auto& j : json_objects_in(follower.out()))
-				if (j.value("sandbox", "") == name && j.value("reason", "") == "no-rule" && j.value("port", 0) == 9011)
+				if (j.value("sandbox", "") == name && j.value("reason", "") == "no-rule" &&
+				    j.value("port", 0) == 9011)
 					return true;
 			return false;
 		},
@@ -385,8 +387,8 @@ TEST_F(Attach, TheDaemonReloadsAChangedPolicyFileAndKeepsTheOldOneForABadFile)
 	std::string cg = make_cgroup("pf");
 	std::string name = "p" + env().id;
 	std::string policy = env().write_policy("pf.json", base_policy("it-attach-pf"));  // allows .2 only
-	Result a = env().airlock({"attach", "--cgroup", cg, "--policy", policy, "--name", name, "--audit-log",
-				  env().audit_path()});
+	Result a = env().airlock(
+		{"attach", "--cgroup", cg, "--policy", policy, "--name", name, "--audit-log", env().audit_path()});
 	ASSERT_EQ(a.status, 0) << a.describe();
 	ASSERT_TRUE(wait_until([&] { return daemon.err().find("supervising") != std::string::npos; }, 10s));
 	auto send_to_denied = [&](const std::string& tag) {
@@ -410,15 +412,19 @@ TEST_F(Attach, TheDaemonReloadsAChangedPolicyFileAndKeepsTheOldOneForABadFile)
 	wider["rules"].push_back({{"action", "allow"}, {"cidr", std::string(kDenied4) + "/32"}, {"ports", {9020}}});
 	write_file(env().path("pf.json.new"), wider.dump());
 	ASSERT_EQ(::rename(env().path("pf.json.new").c_str(), policy.c_str()), 0);
-	ASSERT_TRUE(wait_until([&] { return reloads("ok") == 1; }, 10s)) << daemon.describe() << dump_lines(env().audit());
+	ASSERT_TRUE(wait_until([&] { return reloads("ok") == 1; }, 10s))
+		<< daemon.describe() << dump_lines(env().audit());
 	auto after = send_to_denied("after");
 	EXPECT_TRUE(Ok(after.second)) << after.second.dump();
 	EXPECT_TRUE(ArrivedIntact(env(), after.first));
 	EXPECT_EQ(env().status_of(name)->value("policy", ""), "it-attach-pf-wider");
 
 	// A bad file is rejected with its errors; the policy in force stays.
-	write_file(policy, "{\"version\": 1, \"name\": \"broken\", \"rules\": [{\"action\": \"allow\", \"cidr\": \"10.77.0.0/33\"}]}");
-	ASSERT_TRUE(wait_until([&] { return reloads("error") == 1; }, 10s)) << daemon.describe() << dump_lines(env().audit());
+	write_file(
+		policy,
+		"{\"version\": 1, \"name\": \"broken\", \"rules\": [{\"action\": \"allow\", \"cidr\": \"10.77.0.0/33\"}]}");
+	ASSERT_TRUE(wait_until([&] { return reloads("error") == 1; }, 10s))
+		<< daemon.describe() << dump_lines(env().audit());
 	for (const auto& j : events(env().audit(), "reload")) {
 		if (j.value("result", "") == "error") {
 			EXPECT_NE(j.dump().find("rules/0/cidr"), std::string::npos) << j.dump();
@@ -497,8 +503,10 @@ TEST_F(Attach, SandboxCreateExecAndDeleteWithAPolicyFromTheDirectory)
 
 	// Two commands, one after the other, in the same sandbox.
 	for (const char* round : {"one", "two"}) {
-		std::string ok = env().marker(std::string("ok-") + round), bad = env().marker(std::string("bad-") + round);
-		RunResult rr = exec(name, env().py("udp_send.py", {dest4(kAllowed4, 9030), ok, dest4(kDenied4, 9031), bad}));
+		std::string ok = env().marker(std::string("ok-") + round),
+			    bad = env().marker(std::string("bad-") + round);
+		RunResult rr = exec(name,
+				    env().py("udp_send.py", {dest4(kAllowed4, 9030), ok, dest4(kDenied4, 9031), bad}));
 		EXPECT_EQ(rr.r.status, 0) << rr.describe();
 		EXPECT_TRUE(Ok(ResultFor(rr, ok))) << rr.describe();
 		EXPECT_EQ(Errno(ResultFor(rr, bad)), "EPERM") << rr.describe();
@@ -547,11 +555,12 @@ TEST_F(Attach, ExecIntoAKilledSandboxIsRefusedUntilThawedAndReportsWhoKilled)
 {
 	start_daemon({"--audit-log", env().audit_path()});
 	std::string name = "k" + env().id;
-	Result made = env().airlock(
-		{"sandbox", "create", name, "--policy", env().write_policy("kill.json", base_policy("it-exec-kill", "kill"))});
+	Result made = env().airlock({"sandbox", "create", name, "--policy",
+				     env().write_policy("kill.json", base_policy("it-exec-kill", "kill"))});
 	ASSERT_EQ(made.status, 0) << made.describe();
 	std::string bad = env().marker("bad");
-	RunResult v = exec(name, Sequence({env().py("udp_send.py", {dest4(kDenied4, 9032), bad}), {"sleep", "20"}}), 25s);
+	RunResult v = exec(name, Sequence({env().py("udp_send.py", {dest4(kDenied4, 9032), bad}), {"sleep", "20"}}),
+			   25s);
 	EXPECT_EQ(v.r.status, 120) << v.describe();
 	EXPECT_TRUE(NothingArrived(env(), bad));
 	RunResult refused = exec(name, {"true"});
@@ -620,11 +629,11 @@ TEST_F(Attach, ConfigDeclaresSandboxesThatSurviveARestart)
 		    {"policy_dir", dir},
 		    {"audit_log", env().audit_path()},
 		    {"sandboxes",
-		     {{{"name", made}, {"policy", "agent"}}, {{"name", attached}, {"policy", "agent"}, {"cgroup", cg}}}}};
+		     {{{"name", made}, {"policy", "agent"}},
+		      {{"name", attached}, {"policy", "agent"}, {"cgroup", cg}}}}};
 	std::string cfg_file = env().write_text("airlock.json", cfg.dump());
 
-	std::string bad_file = env().write_text(
-		"bad.json", R"({"metrics": "off", "audit_log": "rel/audit.jsonl",
+	std::string bad_file = env().write_text("bad.json", R"({"metrics": "off", "audit_log": "rel/audit.jsonl",
 		   "sandboxes": [{"name": "x", "polcy": "agent"}, {"name": 7, "policy": "/p.json", "log_allowed": "yes"}]})");
 	Result bad = env().airlock({"daemon", "--config", bad_file}, 10s);
 	EXPECT_NE(bad.status, 0) << bad.describe();
@@ -632,9 +641,11 @@ TEST_F(Attach, ConfigDeclaresSandboxesThatSurviveARestart)
 	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/0: missing key 'policy'"), std::string::npos) << bad.describe();
 	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/1/name: expected a string, got an integer"), std::string::npos)
 		<< bad.describe();
-	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/1/log_allowed: expected a boolean, got a string"), std::string::npos)
+	EXPECT_NE(bad.err.find(bad_file + ": sandboxes/1/log_allowed: expected a boolean, got a string"),
+		  std::string::npos)
 		<< bad.describe();
-	EXPECT_NE(bad.err.find(bad_file + ": audit_log: must be an absolute path"), std::string::npos) << bad.describe();
+	EXPECT_NE(bad.err.find(bad_file + ": audit_log: must be an absolute path"), std::string::npos)
+		<< bad.describe();
 
 	auto start = [&]() -> Proc& {
 		Proc& d = env().start(env().airlock_argv({"daemon", "--config", cfg_file}), "daemon");
@@ -696,7 +707,8 @@ TEST_F(Attach, APolicyDirectoryFileChangeReloadsEverySandboxUsingIt)
 	wider["rules"].push_back({{"action", "allow"}, {"cidr", std::string(kDenied4) + "/32"}, {"ports", {9037}}});
 	write_file(dir + "/.shared.tmp", wider.dump());
 	ASSERT_EQ(::rename((dir + "/.shared.tmp").c_str(), (dir + "/shared.json").c_str()), 0);
-	ASSERT_TRUE(wait_until([&] { return reloads("ok") == 2; }, 10s)) << daemon.describe() << dump_lines(env().audit());
+	ASSERT_TRUE(wait_until([&] { return reloads("ok") == 2; }, 10s))
+		<< daemon.describe() << dump_lines(env().audit());
 	for (const auto& n : names) {
 		std::string m = env().marker("wider-" + n);
 		RunResult rr = exec(n, env().py("udp_send.py", {dest4(kDenied4, 9037), m}));
@@ -704,12 +716,15 @@ TEST_F(Attach, APolicyDirectoryFileChangeReloadsEverySandboxUsingIt)
 		EXPECT_TRUE(ArrivedIntact(env(), m));
 		EXPECT_EQ(env().status_of(n)->value("policy", ""), "it-dir-shared-wider");
 	}
-	write_file(dir + "/shared.json", R"({"version": 1, "name": "broken", "rules": [{"action": "allow", "cidr": "10.77.0.0/33"}]})");
-	ASSERT_TRUE(wait_until([&] { return reloads("error") == 2; }, 10s)) << daemon.describe() << dump_lines(env().audit());
+	write_file(dir + "/shared.json",
+		   R"({"version": 1, "name": "broken", "rules": [{"action": "allow", "cidr": "10.77.0.0/33"}]})");
+	ASSERT_TRUE(wait_until([&] { return reloads("error") == 2; }, 10s))
+		<< daemon.describe() << dump_lines(env().audit());
 	for (const auto& n : names)
 		EXPECT_EQ(env().status_of(n)->value("policy", ""), "it-dir-shared-wider");
 	write_file(dir + "/unused.json", R"({"version": 1, "name": "unused", "mode": "sometimes"})");
-	EXPECT_TRUE(wait_until([&] { return daemon.err().find(dir + "/unused.json: mode:") != std::string::npos; }, 10s))
+	EXPECT_TRUE(
+		wait_until([&] { return daemon.err().find(dir + "/unused.json: mode:") != std::string::npos; }, 10s))
 		<< daemon.describe();
 	EXPECT_TRUE(daemon.running()) << daemon.describe();
 }

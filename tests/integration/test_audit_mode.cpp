@@ -17,8 +17,8 @@ TEST_F(AuditMode, WouldBeDenialsPassAndAreRecorded)
 	RunSpec s;
 	s.policy = policy;
 	s.name = name;
-	s.cmd = Sequence({env().py("tcp_send.py", {dest4(kAllowed4, 9000), a, dest4(kDenied4, 9001), dt,
-						   dest6(kDenied6, 9003), d6}),
+	s.cmd = Sequence({env().py("tcp_send.py",
+				   {dest4(kAllowed4, 9000), a, dest4(kDenied4, 9001), dt, dest6(kDenied6, 9003), d6}),
 			  env().py("udp_send.py", {dest4(kDenied4, 9002), du, dest4(kAllowed4, 9004), after})});
 	RunResult rr = env().run(s, 20s);
 	ASSERT_EQ(rr.r.status, 0) << "an audit-mode sandbox must run to completion\n" << rr.describe();

@@ -136,11 +136,29 @@ TEST_F(Budget, RetransmissionsAreCountedOnce)
 		argv.insert(argv.begin(), {"ip", "netns", "exec", env().topo->sink_ns});
 		return run(argv);
 	};
-	for (const auto& cmd : std::vector<std::vector<std::string>>{
-		     {"nft", "add", "table", "inet", "airlock_loss"},
-		     {"nft", "add", "chain", "inet", "airlock_loss", "in", "{ type filter hook input priority 0; }"},
-		     {"nft", "add", "rule", "inet", "airlock_loss", "in", "tcp", "dport", std::to_string(kPortLo + 6), "meta",
-		      "length", ">", "200", "numgen", "inc", "mod", "4", "<", "1", "drop"}}) {
+	for (const auto& cmd : std::vector<std::vector<std::string>>{{"nft", "add", "table", "inet", "airlock_loss"},
+								     {"nft", "add", "chain", "inet", "airlock_loss",
+								      "in", "{ type filter hook input priority 0; }"},
+								     {"nft",
+								      "add",
+								      "rule",
+								      "inet",
+								      "airlock_loss",
+								      "in",
+								      "tcp",
+								      "dport",
+								      std::to_string(kPortLo + 6),
+								      "meta",
+								      "length",
+								      ">",
+								      "200",
+								      "numgen",
+								      "inc",
+								      "mod",
+								      "4",
+								      "<",
+								      "1",
+								      "drop"}}) {
 		Result r = in_sink(cmd);
 		ASSERT_EQ(r.status, 0) << r.describe();
 	}
@@ -186,11 +204,11 @@ void Budget::spent_budget_refuses(const std::string& user)
 	std::string tag = user.empty() ? "root" : user;
 	std::string name = sandbox("spent-" + tag), m1 = env().marker("budget-first-" + tag),
 		    m2 = env().marker("budget-after-" + tag), m3 = env().marker("budget-other-" + tag);
-	RunResult rr = run_under_budget(
-		name,
-		env().py("upload.py", {"--timeout", "3", dest4(kAllowed4, kPortLo + 7), m1, "5000", dest4(kAllowed4, kPortLo + 8),
-				       m2, "10", dest6(kAllowed6, kPortLo + 9), m3, "10"}),
-		user);
+	RunResult rr = run_under_budget(name,
+					env().py("upload.py", {"--timeout", "3", dest4(kAllowed4, kPortLo + 7), m1,
+							       "5000", dest4(kAllowed4, kPortLo + 8), m2, "10",
+							       dest6(kAllowed6, kPortLo + 9), m3, "10"}),
+					user);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	ASSERT_FALSE(rr.out_json.empty()) << rr.describe();
 	const json& res = rr.out_json[0]["results"];
@@ -226,8 +244,8 @@ void Budget::refused_bytes_never_leave(const std::string& user)
 	std::string tag = user.empty() ? "root" : user;
 	std::string name = sandbox("orphan-" + tag), marker = env().marker("budget-orphan-" + tag);
 	int port = kPortLo + (user.empty() ? 10 : 11);
-	RunResult rr =
-		run_under_budget(name, env().py("upload.py", {"--timeout", "1", dest4(kAllowed4, port), marker, "20000"}), user);
+	RunResult rr = run_under_budget(
+		name, env().py("upload.py", {"--timeout", "1", dest4(kAllowed4, port), marker, "20000"}), user);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	expect_socket_ended(rr, name, port, marker);
 }

@@ -44,7 +44,11 @@ TEST_F(Cli, PolicyShowSaysWhereEachRuleIsDecided)
 	json p = {{"version", 1},
 		  {"name", "it-show"},
 		  {"rules",
-		   {{{"action", "redirect"}, {"cidr", "0.0.0.0/0"}, {"ports", {80}}, {"protocol", "tcp"}, {"to", "127.0.0.1:8080"}},
+		   {{{"action", "redirect"},
+		     {"cidr", "0.0.0.0/0"},
+		     {"ports", {80}},
+		     {"protocol", "tcp"},
+		     {"to", "127.0.0.1:8080"}},
 		    {{"action", "redirect"}, {"domain", "smtp.example.com"}, {"to", "world"}},
 		    {{"action", "allow"}, {"domain", "pypi.org"}, {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}},
 		    {{"action", "allow"}, {"cidr", "10.0.0.0/8"}, {"budget", {{"egress_bytes", 100}}}}}},
@@ -53,8 +57,9 @@ TEST_F(Cli, PolicyShowSaysWhereEachRuleIsDecided)
 	ASSERT_EQ(r.status, 0) << r.describe();
 	auto lines = lines_of(r.out);
 	ASSERT_GE(lines.size(), 5u) << r.out;
-	EXPECT_EQ(lines[1], "  rule 0: redirect 0.0.0.0/0 ports 80 tcp to 127.0.0.1:8080 [kernel, the connect rewritten to "
-			    "the target]");
+	EXPECT_EQ(lines[1],
+		  "  rule 0: redirect 0.0.0.0/0 ports 80 tcp to 127.0.0.1:8080 [kernel, the connect rewritten to "
+		  "the target]");
 	EXPECT_EQ(lines[2], "  rule 1: redirect smtp.example.com to world [proxy]");
 	EXPECT_EQ(lines[3], "  rule 2: allow pypi.org tcp sni-gate [proxy]");
 	EXPECT_EQ(lines[4], "  rule 3: allow 10.0.0.0/8 budget 100 bytes [kernel, budget counted in the kernel]");
@@ -81,7 +86,8 @@ TEST_F(Cli, PolicyCheckNamesFileAndJsonPath)
 		{"bad IPv6", with_rule({{"action", "allow"}, {"cidr", "fd77::2::1/128"}}), "rules/0/cidr"},
 		{"port out of range", with_rule({{"action", "allow"}, {"cidr", "10.0.0.0/8"}, {"ports", {70000}}}),
 		 "rules/0/ports/0"},
-		{"reversed range", with_rule({{"action", "allow"}, {"cidr", "10.0.0.0/8"}, {"ports", {443, "9000-8000"}}}),
+		{"reversed range",
+		 with_rule({{"action", "allow"}, {"cidr", "10.0.0.0/8"}, {"ports", {443, "9000-8000"}}}),
 		 "rules/0/ports/1"},
 		{"bad action", with_rule({{"action", "permit"}, {"cidr", "10.0.0.0/8"}}), "rules/0/action"},
 		{"bad protocol", with_rule({{"action", "allow"}, {"cidr", "10.0.0.0/8"}, {"protocol", "sctp"}}),
@@ -140,8 +146,8 @@ TEST_F(Cli, PolicyCheckReportsEveryErrorAndEveryFile)
 
 TEST_F(Cli, RunWithBadPolicyExits125AndCreatesNothing)
 {
-	std::string bad = env().write_text("bad.json",
-					   R"({"version":1,"name":"it-bad","rules":[{"action":"allow","cidr":"10.0.0.0/33"}]})");
+	std::string bad = env().write_text(
+		"bad.json", R"({"version":1,"name":"it-bad","rules":[{"action":"allow","cidr":"10.0.0.0/33"}]})");
 	std::string name = "x" + env().id;
 	RunSpec s;
 	s.policy = bad;
@@ -232,10 +238,14 @@ TEST_F(Cli, TwoSandboxesCannotShareAName)
 
 TEST_F(Cli, EverySubcommandHasHelp)
 {
-	std::vector<std::vector<std::string>> cmds = {{"--help"},          {"policy", "--help"},
-						      {"policy", "check", "--help"}, {"policy", "show", "--help"},
-						      {"run", "--help"},     {"status", "--help"},
-						      {"thaw", "--help"},    {"kill", "--help"},
+	std::vector<std::vector<std::string>> cmds = {{"--help"},
+						      {"policy", "--help"},
+						      {"policy", "check", "--help"},
+						      {"policy", "show", "--help"},
+						      {"run", "--help"},
+						      {"status", "--help"},
+						      {"thaw", "--help"},
+						      {"kill", "--help"},
 						      {"reload", "--help"}};
 	for (const auto& c : cmds) {
 		Result r = env().airlock(c);
@@ -258,8 +268,8 @@ TEST_F(Cli, ControlCommandsOnUnknownSandboxesFail)
 	ASSERT_FALSE(j.is_discarded()) << st.describe();
 	EXPECT_EQ(j, json({{"sandboxes", json::array()}})) << st.out;
 	std::string p = env().write_policy("ok.json", base_policy("it-cli"));
-	for (auto args : std::vector<std::vector<std::string>>{
-		     {"thaw", "nope"}, {"kill", "nope"}, {"reload", "nope", p}}) {
+	for (auto args :
+	     std::vector<std::vector<std::string>>{{"thaw", "nope"}, {"kill", "nope"}, {"reload", "nope", p}}) {
 		Result r = env().airlock(args);
 		EXPECT_EQ(r.status, 1) << r.describe();
 		EXPECT_FALSE(r.err.empty()) << r.describe();
@@ -278,23 +288,31 @@ TEST_F(Cli, UsageErrorsAreOneLineWithTheDocumentedStatus)
 		std::string err;
 	};
 	std::vector<Case> cases = {
-		{{"stauts"}, 1,
+		{{"stauts"},
+		 1,
 		 "airlock error: 'stauts' is not a subcommand of airlock (did you mean 'status'?); airlock --help lists them"},
-		{{"frobnicate"}, 1, "airlock error: 'frobnicate' is not a subcommand of airlock; airlock --help lists them"},
-		{{"policy", "chek", p}, 1,
+		{{"frobnicate"},
+		 1,
+		 "airlock error: 'frobnicate' is not a subcommand of airlock; airlock --help lists them"},
+		{{"policy", "chek", p},
+		 1,
 		 "airlock error: 'chek' is not a subcommand of airlock policy (did you mean 'check'?); airlock policy --help "
 		 "lists them"},
-		{{"status", "--bogus"}, 1,
+		{{"status", "--bogus"},
+		 1,
 		 "airlock error: status: The following argument was not expected: --bogus; airlock status --help shows its "
 		 "options"},
 		{{"thaw"}, 1, "airlock error: thaw: name is required; airlock thaw --help shows its options"},
-		{{"thaw", "a b"}, 1,
+		{{"thaw", "a b"},
+		 1,
 		 "airlock error: thaw: name: 'a b' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a "
 		 "letter or digit); airlock thaw --help shows its options"},
-		{{"run", "--bogus", "--policy", p, "--", "true"}, 125,
+		{{"run", "--bogus", "--policy", p, "--", "true"},
+		 125,
 		 "airlock error: run: The following argument was not expected: --bogus; airlock run --help shows its "
 		 "options"},
-		{{"policy", "check", "/nonexistent/p.json"}, 1,
+		{{"policy", "check", "/nonexistent/p.json"},
+		 1,
 		 "/nonexistent/p.json: (root): cannot read: No such file or directory"},
 	};
 	for (const auto& c : cases) {

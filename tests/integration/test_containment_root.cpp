@@ -80,7 +80,7 @@ std::vector<pid_t> pids_with(const std::string& s)
 // The cgroup id of a cgroup2 directory is its inode number.
 uint64_t inode_of(const std::string& path)
 {
-	struct stat st{};
+	struct stat st {};
 	return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
@@ -121,8 +121,8 @@ protected:
 		AirlockTest::TearDown();
 	}
 
-	RunResult run(const std::string& n, const std::vector<std::string>& cmd, const json& policy, std::string user = "",
-		      bool keep_caps = false)
+	RunResult run(const std::string& n, const std::vector<std::string>& cmd, const json& policy,
+		      std::string user = "", bool keep_caps = false)
 	{
 		RunSpec s;
 		s.policy = env().write_policy(n + ".json", policy);
@@ -141,14 +141,17 @@ protected:
 		std::string mount = cgroup2_mount();
 		std::string sib = name(tag + "-sib"), atk = name(tag);
 		if (via_exec) {
-			Proc& d = env().start(env().airlock_argv({"daemon", "--metrics", "off", "--audit-log", env().audit_path()}),
+			Proc& d = env().start(env().airlock_argv({"daemon", "--metrics", "off", "--audit-log",
+								  env().audit_path()}),
 					      "daemon");
-			ASSERT_TRUE(wait_until([&] { return d.err().find("watching") != std::string::npos || !d.running(); },
-					       10s) &&
-				    d.running())
+			ASSERT_TRUE(
+				wait_until(
+					[&] { return d.err().find("watching") != std::string::npos || !d.running(); },
+					10s) &&
+				d.running())
 				<< d.describe();
-			Result made = env().airlock(
-				{"sandbox", "create", atk, "--policy", env().write_policy("atk.json", base_policy("it-escape"))});
+			Result made = env().airlock({"sandbox", "create", atk, "--policy",
+						     env().write_policy("atk.json", base_policy("it-escape"))});
 			ASSERT_EQ(made.status, 0) << made.describe();
 		}
 		RunSpec ss;
@@ -164,16 +167,26 @@ protected:
 		RunSpec s;
 		s.policy = env().write_policy("atk.json", base_policy("it-escape"));
 		s.name = atk;
-		s.cmd = env().py("escape.py", {"--dest", dest4(kDenied4, 9020), "--marker", marker, "--progress", progress,
-					       "--go", go, "--scope", env().cgroup_parent, "--cgroup", mount, "--cgroup", mount + "/" + env().cgroup_parent,
-					       "--cgroup", env().sandbox_cgroup(sib), "--cgroup-id", "1", "--cgroup-id",
-					       std::to_string(inode_of(mount + "/" + env().cgroup_parent)), "--cgroup-id",
-					       std::to_string(inode_of(env().sandbox_cgroup(sib))), "--pin",
-					       env().bpf_dir + "/maps/al_latch", "--pin", env().bpf_dir + "/maps/al_sandboxes"});
+		s.cmd = env().py("escape.py",
+				 {"--dest",      dest4(kDenied4, 9020),
+				  "--marker",    marker,
+				  "--progress",  progress,
+				  "--go",        go,
+				  "--scope",     env().cgroup_parent,
+				  "--cgroup",    mount,
+				  "--cgroup",    mount + "/" + env().cgroup_parent,
+				  "--cgroup",    env().sandbox_cgroup(sib),
+				  "--cgroup-id", "1",
+				  "--cgroup-id", std::to_string(inode_of(mount + "/" + env().cgroup_parent)),
+				  "--cgroup-id", std::to_string(inode_of(env().sandbox_cgroup(sib))),
+				  "--pin",       env().bpf_dir + "/maps/al_latch",
+				  "--pin",       env().bpf_dir + "/maps/al_sandboxes"});
 		std::vector<std::string> exec_argv = env().airlock_argv({"exec", atk, "--"});
 		exec_argv.insert(exec_argv.end(), s.cmd.begin(), s.cmd.end());
-		Proc& runner = via_exec ? env().start(env().topo->in_client(exec_argv), "exec-" + atk) : env().start_run(s);
-		ASSERT_TRUE(wait_until([&] { return exists(progress) || !runner.running(); }, 60s)) << runner.describe();
+		Proc& runner = via_exec ? env().start(env().topo->in_client(exec_argv), "exec-" + atk)
+					: env().start_run(s);
+		ASSERT_TRUE(wait_until([&] { return exists(progress) || !runner.running(); }, 60s))
+			<< runner.describe();
 		ASSERT_TRUE(exists(progress)) << runner.describe();
 		// Read from outside: where the process really is.
 		// The client itself (not its runner, whose command line holds the
@@ -333,9 +346,20 @@ TEST_F(ContainmentRoot, InitForwardsSignalsAndReapsOrphans)
 
 // ---- socket families ----------------------------------------------------------
 
-const std::vector<std::string> kRefused = {"netlink", "packet", "rds",   "can",          "tipc",     "bluetooth",
-					   "alg",     "vsock",  "kcm",   "smc",          "xdp",      "socketpair-tipc",
-					   "vsock-upper-bits", "io_uring"};
+const std::vector<std::string> kRefused = {"netlink",
+					   "packet",
+					   "rds",
+					   "can",
+					   "tipc",
+					   "bluetooth",
+					   "alg",
+					   "vsock",
+					   "kcm",
+					   "smc",
+					   "xdp",
+					   "socketpair-tipc",
+					   "vsock-upper-bits",
+					   "io_uring"};
 
 void expect_families(const RunResult& rr, const std::string& who)
 {
@@ -538,8 +562,8 @@ protected:
 	Result attach(const std::string& cg, const std::string& n)
 	{
 		std::string pol = env().write_policy(n + ".json", base_policy("it-att"));
-		Result r = env().airlock({"attach", "--cgroup", cg, "--policy", pol, "--name", n, "--audit-log",
-					  env().audit_path()});
+		Result r = env().airlock(
+			{"attach", "--cgroup", cg, "--policy", pol, "--name", n, "--audit-log", env().audit_path()});
 		env().airlock({"detach", n});
 		return r;
 	}
@@ -559,8 +583,8 @@ TEST_F(AttachWarning, RootWithTheHostsMountsIsWarnedAbout)
 TEST_F(AttachWarning, RootWithoutCapSysAdminIsWarnedAboutItsMounts)
 {
 	pid_t pid = 0;
-	std::string cg = cgroup_with("rootnc", {"setpriv", "--bounding-set=-sys_admin", "--inh-caps=-all", "sleep", "30"},
-				     &pid);
+	std::string cg = cgroup_with("rootnc",
+				     {"setpriv", "--bounding-set=-sys_admin", "--inh-caps=-all", "sleep", "30"}, &pid);
 	Result r = attach(cg, name("att-rootnc"));
 	EXPECT_EQ(r.status, 0) << r.describe();
 	EXPECT_NE(r.err.find(fmt::format("process {} could leave the sandbox: it runs as uid 0 and sees a cgroup2 "
@@ -573,8 +597,9 @@ TEST_F(AttachWarning, RootWithoutCapSysAdminIsWarnedAboutItsMounts)
 TEST_F(AttachWarning, NobodyIsNotWarnedAbout)
 {
 	pid_t pid = 0;
-	std::string cg = cgroup_with(
-		"nobody", {"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "sleep", "30"}, &pid);
+	std::string cg = cgroup_with("nobody",
+				     {"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "sleep", "30"},
+				     &pid);
 	Result r = attach(cg, name("att-nobody"));
 	EXPECT_EQ(r.status, 0) << r.describe();
 	EXPECT_EQ(r.err.find("could leave the sandbox"), std::string::npos) << r.describe();

@@ -28,19 +28,42 @@ struct Opts {
 	std::string nameserver = kResolver4;
 	std::string audit_log;
 	Ms timeout = 20s;
-	Opts& allowed() { log_allowed = true; return *this; }
-	Opts& caps() { keep_caps = true; return *this; }
-	Opts& ns(const std::string& n) { nameserver = n; return *this; }
-	Opts& audit(const std::string& a) { audit_log = a; return *this; }
+	Opts& allowed()
+	{
+		log_allowed = true;
+		return *this;
+	}
+	Opts& caps()
+	{
+		keep_caps = true;
+		return *this;
+	}
+	Opts& ns(const std::string& n)
+	{
+		nameserver = n;
+		return *this;
+	}
+	Opts& audit(const std::string& a)
+	{
+		audit_log = a;
+		return *this;
+	}
 	std::string user;
-	Opts& as(const std::string& u) { user = u; return *this; }
-	Opts& timeout_of(Ms t) { timeout = t; return *this; }
+	Opts& as(const std::string& u)
+	{
+		user = u;
+		return *this;
+	}
+	Opts& timeout_of(Ms t)
+	{
+		timeout = t;
+		return *this;
+	}
 };
 
 class Dns : public DnsTestBase {
 protected:
 	std::string sandbox(const std::string& tag) { return "d" + env().id + "-" + tag; }
-
 
 	RunSpec spec(const std::string& name, const std::string& policy, const std::vector<std::string>& cmd,
 		     const Opts& o)
@@ -90,8 +113,8 @@ protected:
 		std::string key = dir + "/key.pem";
 		auto made = run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
 				 "/CN=allowed.test", "-addext",
-				 "subjectAltName=DNS:allowed.test,DNS:*.allowed.test,DNS:evil.test", "-keyout", key, "-out",
-				 t.cert},
+				 "subjectAltName=DNS:allowed.test,DNS:*.allowed.test,DNS:evil.test", "-keyout", key,
+				 "-out", t.cert},
 				30s);
 		EXPECT_EQ(made.status, 0) << made.err;
 		std::string server = env().write_text(
@@ -128,8 +151,11 @@ protected:
 	json gated_echo_policy(const std::string& name)
 	{
 		json p = standard_dns_policy(name);
-		p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9444})},
-				      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+		p["rules"].push_back({{"action", "allow"},
+				      {"domain", "allowed.test"},
+				      {"ports", json::array({9444})},
+				      {"protocol", "tcp"},
+				      {"tls", {{"sni", "require"}}}});
 		return p;
 	}
 
@@ -177,7 +203,8 @@ protected:
 		EXPECT_TRUE(Ok(r)) << what << ": " << r.dump();
 		EXPECT_TRUE(r.value("answered", false)) << what << ": no answer: " << r.dump();
 		if (r.contains("answer")) {
-			EXPECT_EQ(r["answer"].value("addrs", json::array()), json::array({addr})) << what << ": " << r.dump();
+			EXPECT_EQ(r["answer"].value("addrs", json::array()), json::array({addr}))
+				<< what << ": " << r.dump();
 		}
 	}
 
@@ -215,7 +242,8 @@ protected:
 	{
 		size_t n = 0;
 		for (const auto& j : read_json_lines(audit_path.empty() ? env().audit_path() : audit_path))
-			if (j.value("event", "") == "decision" && j.value("sandbox", "") == name && j.value("violation", false))
+			if (j.value("event", "") == "decision" && j.value("sandbox", "") == name &&
+			    j.value("violation", false))
 				n++;
 		return n;
 	}
@@ -223,8 +251,8 @@ protected:
 	std::vector<std::string> dig(const std::string& tag, const std::string& name, const std::string& type,
 				     std::vector<std::string> extra = {}, int time_s = 3)
 	{
-		std::vector<std::string> a = {"dig", std::string("@") + kResolver4, name, type, "+tries=1",
-					      fmt::format("+time={}", time_s), "+short"};
+		std::vector<std::string> a = {"dig",      std::string("@") + kResolver4,   name,    type,
+					      "+tries=1", fmt::format("+time={}", time_s), "+short"};
 		a.insert(a.end(), extra.begin(), extra.end());
 		return world().exec(tag, a, time_s + 5);
 	}
@@ -264,28 +292,28 @@ TEST_F(Dns, AllowedNamesResolveAndConnectOnTheFirstTry)
 		    m4 = env().marker("any"), m5 = env().marker("udp"), m6 = env().marker("port"),
 		    m7 = env().marker("rawip"), page = env().marker("curl");
 	http.put(page, page);
-	auto rr = sandboxed(
-		name, policy,
-		Sequence({dig("dig", "allowed.test", "A"), dig("dig-mixed", "AlLoWeD.TeSt", "A"),
-			  w.exec("getent", {"getent", "hosts", "x.allowed.test"}),
-			  env().py("dns_connect.py", {"n1.allowed.test:9000", m1, "AlLoWeD.TeSt:9001", m2}),
-			  env().py("dns_connect.py", {"--family", "6", "n2.allowed.test:9002", m3}),
-			  env().py("dns_connect.py", {"--family", "any", "n3.allowed.test:9003", m4}),
-			  env().py("dns_connect.py", {"--proto", "udp", "n4.allowed.test:9004", m5}),
-			  w.exec("curl", {"curl", "-sS", "--max-time", "5",
-					  fmt::format("http://n5.allowed.test:{}/{}", kHttpPort, page)}),
-			  // A learned address opens only the rule's ports...
-			  env().py("udp_send.py", {dest4(kAllowed4, 9050), m6}),
-			  // ...but all of them, for the sandbox, without resolving again.
-			  env().py("tcp_send.py", {dest4(kAllowed4, 9005), m7})}),
-		Opts().allowed());
+	auto rr = sandboxed(name, policy,
+			    Sequence({dig("dig", "allowed.test", "A"), dig("dig-mixed", "AlLoWeD.TeSt", "A"),
+				      w.exec("getent", {"getent", "hosts", "x.allowed.test"}),
+				      env().py("dns_connect.py", {"n1.allowed.test:9000", m1, "AlLoWeD.TeSt:9001", m2}),
+				      env().py("dns_connect.py", {"--family", "6", "n2.allowed.test:9002", m3}),
+				      env().py("dns_connect.py", {"--family", "any", "n3.allowed.test:9003", m4}),
+				      env().py("dns_connect.py", {"--proto", "udp", "n4.allowed.test:9004", m5}),
+				      w.exec("curl", {"curl", "-sS", "--max-time", "5",
+						      fmt::format("http://n5.allowed.test:{}/{}", kHttpPort, page)}),
+				      // A learned address opens only the rule's ports...
+				      env().py("udp_send.py", {dest4(kAllowed4, 9050), m6}),
+				      // ...but all of them, for the sandbox, without resolving again.
+				      env().py("tcp_send.py", {dest4(kAllowed4, 9005), m7})}),
+			    Opts().allowed());
 
 	json dig1 = result(rr, "dig"), dig2 = result(rr, "dig-mixed");
 	EXPECT_EQ(dig1.value("out", ""), "10.77.0.2\n") << dig1.dump();
 	EXPECT_EQ(dig2.value("out", ""), "10.77.0.2\n") << "mixed case is the same name: " << dig2.dump();
 	json g = result(rr, "getent");
 	EXPECT_EQ(g.value("status", -1), 0) << g.dump();
-	EXPECT_NE(g.value("out", "").find("fd77::2"), std::string::npos) << "getent hosts asks AAAA first: " << g.dump();
+	EXPECT_NE(g.value("out", "").find("fd77::2"), std::string::npos)
+		<< "getent hosts asks AAAA first: " << g.dump();
 	expect_connected(rr, m1);
 	expect_connected(rr, m2);
 	expect_connected(rr, m3, kAllowed6);
@@ -305,7 +333,8 @@ TEST_F(Dns, AllowedNamesResolveAndConnectOnTheFirstTry)
 	EXPECT_EQ(Errno(r6), "EPERM") << r6.dump();
 	EXPECT_TRUE(NothingArrived(env(), m6));
 	EXPECT_TRUE(Logged(env().audit(), Violation("sendmsg4", "no-rule", kAllowed4, 9050), name));
-	EXPECT_EQ(violations(name), 1u) << "only the port outside the rule is a violation\n" << dump_lines(env().audit());
+	EXPECT_EQ(violations(name), 1u) << "only the port outside the rule is a violation\n"
+					<< dump_lines(env().audit());
 
 	// The resolver saw every legitimate query.
 	ASSERT_TRUE(w.resolver().fence());
@@ -331,7 +360,8 @@ TEST_F(Dns, AllowedNamesResolveAndConnectOnTheFirstTry)
 	EXPECT_GE(learned(name, "n2.allowed.test", kAllowed6), 1u) << dump_lines(lines);
 	for (const auto& j : sandbox_events("dns-answer", name))
 		if (j.value("qname", "") == "n1.allowed.test") {
-			EXPECT_EQ(j.value("ttl", -1), 60) << "dnsmasq answers with TTL 60, inside [30, 3600]: " << j.dump();
+			EXPECT_EQ(j.value("ttl", -1), 60)
+				<< "dnsmasq answers with TTL 60, inside [30, 3600]: " << j.dump();
 		}
 	Match viaLearned;
 	viaLearned.hook = "connect4";
@@ -341,7 +371,8 @@ TEST_F(Dns, AllowedNamesResolveAndConnectOnTheFirstTry)
 	viaLearned.port = 9000;
 	EXPECT_TRUE(Logged(lines, viaLearned, name));
 	for (const auto& j : decisions(lines, viaLearned))
-		EXPECT_TRUE(j.contains("rule") && j["rule"].is_number()) << "names the rule of the question: " << j.dump();
+		EXPECT_TRUE(j.contains("rule") && j["rule"].is_number())
+			<< "names the rule of the question: " << j.dump();
 }
 
 // Denied names, types and lengths: fast failure, never at the resolver.
@@ -354,8 +385,8 @@ TEST_F(Dns, DeniedNamesTypesAndLengthsFailFastAndNeverReachTheResolver)
 	std::string policy = env().write_policy("denied.json", p);
 	std::string name = sandbox("denied");
 	// Lengths count the presentation form without the trailing dot.
-	std::string l20 = std::string(20, 'a') + ".allowed.test";                             // 33, label 20: ok
-	std::string l21 = std::string(21, 'a') + ".allowed.test";                             // 34, label 21
+	std::string l20 = std::string(20, 'a') + ".allowed.test";                               // 33, label 20: ok
+	std::string l21 = std::string(21, 'a') + ".allowed.test";                               // 34, label 21
 	std::string n40 = std::string(13, 'b') + "." + std::string(13, 'c') + ".allowed.test";  // 40: ok
 	std::string n41 = std::string(14, 'b') + "." + std::string(13, 'c') + ".allowed.test";  // 41
 	ASSERT_EQ(n40.size(), 40u);
@@ -363,21 +394,42 @@ TEST_F(Dns, DeniedNamesTypesAndLengthsFailFastAndNeverReachTheResolver)
 		    d4 = env().marker("label"), d5 = env().marker("name"), d6 = env().marker("caps");
 	std::string a1 = env().marker("l20"), a2 = env().marker("n40"), a3 = env().marker("ok"),
 		    a4 = env().marker("mixed");
-	auto rr = sandboxed(
-		name, policy,
-		Sequence({env().py("dns_connect.py", {"denied.test:9000", d1, "badallowed.test:9001", d2,
-						      "UPPER.DENIED.TEST:9002", d3, l21 + ":9003", d4, n41 + ":9004", d5,
-						      l20 + ":9005", a1, n40 + ":9006", a2, "ok.allowed.test:9007", a3,
-						      "AlLoWeD.TeSt:9008", a4, "DENIED.TEST:9009", d6}),
-			  raw(json::array({q("txt.allowed.test", "TXT", "txt"), q("allowed.test", "NULL", "null"),
-					   q("allowed.test", "ANY", "any"), q("allowed.test", "TYPE65280", "private"),
-					   q("allowed.test", "A", "twin"),
-					   {{"case", "query"}, {"name", "AlLoWeD.TeSt"}, {"edns", true}, {"marker", "twin-edns"}}}),
-			      {"--wait", "1"}),
-			  // dig ignores EPERM from its UDP send and waits out +time: kept short.
-			  dig("dig-denied", "denied.test", "A", {}, 1), dig("dig-txt", "txt.allowed.test", "TXT", {}, 1),
-			  w.exec("getent", {"getent", "hosts", "denied.test"}),
-			  w.exec("curl", {"curl", "-sS", "--max-time", "5", "http://denied.test:9000/"})}));
+	auto rr = sandboxed(name, policy,
+			    Sequence({env().py("dns_connect.py", {"denied.test:9000",
+								  d1,
+								  "badallowed.test:9001",
+								  d2,
+								  "UPPER.DENIED.TEST:9002",
+								  d3,
+								  l21 + ":9003",
+								  d4,
+								  n41 + ":9004",
+								  d5,
+								  l20 + ":9005",
+								  a1,
+								  n40 + ":9006",
+								  a2,
+								  "ok.allowed.test:9007",
+								  a3,
+								  "AlLoWeD.TeSt:9008",
+								  a4,
+								  "DENIED.TEST:9009",
+								  d6}),
+				      raw(json::array({q("txt.allowed.test", "TXT", "txt"),
+						       q("allowed.test", "NULL", "null"),
+						       q("allowed.test", "ANY", "any"),
+						       q("allowed.test", "TYPE65280", "private"),
+						       q("allowed.test", "A", "twin"),
+						       {{"case", "query"},
+							{"name", "AlLoWeD.TeSt"},
+							{"edns", true},
+							{"marker", "twin-edns"}}}),
+					  {"--wait", "1"}),
+				      // dig ignores EPERM from its UDP send and waits out +time: kept short.
+				      dig("dig-denied", "denied.test", "A", {}, 1),
+				      dig("dig-txt", "txt.allowed.test", "TXT", {}, 1),
+				      w.exec("getent", {"getent", "hosts", "denied.test"}),
+				      w.exec("curl", {"curl", "-sS", "--max-time", "5", "http://denied.test:9000/"})}));
 
 	for (const auto& m : {d1, d2, d3, d4, d5, d6})
 		expect_resolution_denied(rr, m);
@@ -415,7 +467,8 @@ TEST_F(Dns, DeniedNamesTypesAndLengthsFailFastAndNeverReachTheResolver)
 
 	// Oracle 2: the audit log, lowercased names, type names.
 	auto lines = env().audit();
-	EXPECT_TRUE(DnsLogged(lines, DnsDenied("dns-name", name, "denied.test", "A"), 3));  // denied.test, DENIED.TEST, dig
+	EXPECT_TRUE(
+		DnsLogged(lines, DnsDenied("dns-name", name, "denied.test", "A"), 3));  // denied.test, DENIED.TEST, dig
 	EXPECT_TRUE(DnsLogged(lines, DnsDenied("dns-name", name, "upper.denied.test", "A")));
 	EXPECT_TRUE(DnsLogged(lines, DnsDenied("dns-name", name, "badallowed.test", "A")));
 	EXPECT_TRUE(DnsLogged(lines, DnsDenied("dns-length", name, l21, "A")));
@@ -435,13 +488,14 @@ TEST_F(Dns, DeniedNamesTypesAndLengthsFailFastAndNeverReachTheResolver)
 TEST_F(Dns, ExactRuleCoversOnlyTheNameItself)
 {
 	DnsWorld& w = world();
-	std::string policy = env().write_policy(
-		"exact.json", dns_policy("it-dns-exact", json::array({allow_domain("allowed.test")}), dns_block()));
+	std::string policy = env().write_policy("exact.json",
+						dns_policy("it-dns-exact", json::array({allow_domain("allowed.test")}),
+							   dns_block()));
 	std::string name = sandbox("exact");
 	std::string a = env().marker("exact"), d1 = env().marker("sub"), d2 = env().marker("deep");
 	auto rr = sandboxed(name, policy,
-			    env().py("dns_connect.py",
-				     {"allowed.test:9000", a, "sub.allowed.test:9001", d1, "a.b.allowed.test:9002", d2}));
+			    env().py("dns_connect.py", {"allowed.test:9000", a, "sub.allowed.test:9001", d1,
+							"a.b.allowed.test:9002", d2}));
 	expect_connected(rr, a);
 	expect_resolution_denied(rr, d1);
 	expect_resolution_denied(rr, d2);
@@ -455,8 +509,9 @@ TEST_F(Dns, ExactRuleCoversOnlyTheNameItself)
 TEST_F(Dns, WildcardRuleCoversOnlyNamesStrictlyBelow)
 {
 	DnsWorld& w = world();
-	std::string policy = env().write_policy(
-		"wild.json", dns_policy("it-dns-wild", json::array({allow_domain("*.allowed.test")}), dns_block()));
+	std::string policy = env().write_policy("wild.json",
+						dns_policy("it-dns-wild", json::array({allow_domain("*.allowed.test")}),
+							   dns_block()));
 	std::string name = sandbox("wild");
 	std::string d1 = env().marker("apex"), d2 = env().marker("lookalike"), a1 = env().marker("deep"),
 		    a2 = env().marker("sub");
@@ -482,8 +537,8 @@ TEST_F(Dns, MalformedQueriesAreDroppedAtEgress)
 	std::string name = sandbox("malformed");
 	// Where the name itself is broken, dns-name is acceptable too.
 	std::vector<std::string> name_cases = {"ptr", "label-overrun", "reserved-label"};
-	std::vector<std::string> other_cases = {"two-questions", "zero-questions", "qr", "opcode", "trailing",
-						"trailing-after-opt", "short-header", "empty"};
+	std::vector<std::string> other_cases = {"two-questions", "zero-questions",     "qr",           "opcode",
+						"trailing",      "trailing-after-opt", "short-header", "empty"};
 	json specs = json::array();
 	std::map<std::string, std::string> markers;
 	for (const auto& group : {name_cases, other_cases})
@@ -531,12 +586,12 @@ TEST_F(Dns, OnlyListedResolversMayBeAsked)
 	std::string n54 = nm("r54"), n2 = nm("r2"), nc = nm("r54c"), n6 = nm("r6"), nt = nm("r54t"), twin = nm("twin");
 	std::string tcp_twin = env().marker("cidr");
 	auto one = [&](const std::string& n) { return json::array({q(n, "A", n)}); };
-	auto rr = sandboxed(name, policy,
-			    Sequence({raw(one(n54), {"--server", kFakeResolver4}), raw(one(n2), {"--server", kAllowed4}),
-				      raw(one(nc), {"--server", kFakeResolver4, "--connect"}),
-				      raw(one(n6), {"--server", kAllowed6}),
-				      raw(one(nt), {"--server", kFakeResolver4, "--tcp"}), raw(one(twin)),
-				      env().py("tcp_send.py", {dest4(kAllowed4, 9000), tcp_twin})}));
+	auto rr = sandboxed(
+		name, policy,
+		Sequence({raw(one(n54), {"--server", kFakeResolver4}), raw(one(n2), {"--server", kAllowed4}),
+			  raw(one(nc), {"--server", kFakeResolver4, "--connect"}),
+			  raw(one(n6), {"--server", kAllowed6}), raw(one(nt), {"--server", kFakeResolver4, "--tcp"}),
+			  raw(one(twin)), env().py("tcp_send.py", {dest4(kAllowed4, 9000), tcp_twin})}));
 	for (const auto& n : {n54, n2, nc, n6, nt})
 		expect_eperm(result(rr, n), n);
 	EXPECT_EQ(result(rr, nc).value("stage", ""), "connect") << "a connected UDP socket is refused at connect";
@@ -589,12 +644,13 @@ TEST_F(Dns, TcpToTheResolverNeedsDnsTcp)
 	std::string n1 = env().marker("digtcp") + ".allowed.test", n2 = env().marker("rawtcp") + ".allowed.test",
 		    n3 = env().marker("udp") + ".allowed.test";
 	auto rr = sandboxed(name, policy,
-			    Sequence({dig("digtcp", n1, "A", {"+tcp"}, 2), raw(json::array({q(n2, "A", n2)}), {"--tcp"}),
-				      dig("digudp", n3, "A")}));
+			    Sequence({dig("digtcp", n1, "A", {"+tcp"}, 2),
+				      raw(json::array({q(n2, "A", n2)}), {"--tcp"}), dig("digudp", n3, "A")}));
 	json dt = result(rr, "digtcp");
 	EXPECT_NE(dt.value("status", 0), 0) << dt.dump();
 	EXPECT_LT(dt.value("ms", 1e9), 1000.0) << "connect() fails with EPERM at once: " << dt.dump();
-	EXPECT_NE((dt.value("out", "") + dt.value("err", "")).find("permission denied"), std::string::npos) << dt.dump();
+	EXPECT_NE((dt.value("out", "") + dt.value("err", "")).find("permission denied"), std::string::npos)
+		<< dt.dump();
 	expect_eperm(result(rr, n2), "raw TCP query");
 	EXPECT_EQ(result(rr, n2).value("stage", ""), "connect");
 	EXPECT_EQ(result(rr, "digudp").value("out", ""), "10.77.0.2\n") << result(rr, "digudp").dump();
@@ -617,7 +673,8 @@ TEST_F(Dns, TcpToTheResolverNeedsDnsTcp)
 	std::string name2 = sandbox("tcp");
 	std::string n4 = env().marker("digtcp2") + ".allowed.test", n5 = env().marker("rawtcp2") + ".allowed.test";
 	auto rr2 = sandboxed(name2, policy2,
-			     Sequence({dig("digtcp2", n4, "A", {"+tcp"}), raw(json::array({q(n5, "A", n5)}), {"--tcp"})}));
+			     Sequence({dig("digtcp2", n4, "A", {"+tcp"}),
+				       raw(json::array({q(n5, "A", n5)}), {"--tcp"})}));
 	EXPECT_EQ(result(rr2, "digtcp2").value("out", ""), "10.77.0.2\n") << result(rr2, "digtcp2").dump();
 	expect_answered(result(rr2, n5), "TCP query with dns.tcp");
 	ASSERT_TRUE(w.resolver().fence());
@@ -638,8 +695,11 @@ TEST_F(Dns, ForgedAnswersTeachNothing)
 		SCOPED_TRACE(mode);
 		std::string name = sandbox(mode.substr(0, 10));
 		std::string m = env().marker(mode.substr(0, 8));
-		std::vector<std::string> args = {"--server", kFakeResolver4, "--name", mode + ".spoof.allowed.test",
-						 "--wait", "1.0", "--connect", dest4(kAllowed4, 9000), "--marker", m};
+		std::vector<std::string> args = {"--server",  kFakeResolver4,
+						 "--name",    mode + ".spoof.allowed.test",
+						 "--wait",    "1.0",
+						 "--connect", dest4(kAllowed4, 9000),
+						 "--marker",  m};
 		if (mode == "unsolicited")
 			args.insert(args.end(), {"--unsolicited", fake.trigger_dir()});
 		else
@@ -709,15 +769,15 @@ TEST_F(Dns, LearnedAddressesBelongToOneSandbox)
 {
 	DnsWorld& w = world();
 	std::string pa = env().write_policy("a.json", standard_dns_policy("it-dns-a"));
-	std::string pb = env().write_policy(
-		"b.json", dns_policy("it-dns-b", json::array({allow_domain("other.test")}), dns_block()));
+	std::string pb = env().write_policy("b.json", dns_policy("it-dns-b", json::array({allow_domain("other.test")}),
+								 dns_block()));
 	std::string na = sandbox("a"), nb = sandbox("b");
 	std::string resolved = env().path("a-resolved"), done = env().path("b-done");
 	std::string ma1 = env().marker("a1"), ma2 = env().marker("a2"), mb1 = env().marker("b1"),
 		    mb2 = env().marker("b2");
 	Proc& a = background(na, pa,
-			     Sequence({env().py("dns_connect.py", {"--done", resolved, "--then-wait", done,
-								   "allowed.test:9000", ma1}),
+			     Sequence({env().py("dns_connect.py",
+						{"--done", resolved, "--then-wait", done, "allowed.test:9000", ma1}),
 				       env().py("tcp_send.py", {dest4(kAllowed4, 9001), ma2})}));
 	Proc& b = background(nb, pb,
 			     Sequence({env().py("wait_file.py", {resolved, "15"}),
@@ -776,15 +836,17 @@ TEST_F(Dns, RebindingToADeniedAddressIsStillDenied)
 TEST_F(Dns, CnameChainIsLearnedUnderTheQuestionsRule)
 {
 	DnsWorld& w = world();
-	std::string policy = env().write_policy(
-		"chain.json", dns_policy("it-dns-chain", json::array({allow_domain("www.chain.test")}), dns_block()));
+	std::string policy = env().write_policy("chain.json",
+						dns_policy("it-dns-chain",
+							   json::array({allow_domain("www.chain.test")}), dns_block()));
 	std::string name = sandbox("chain");
 	std::string a = env().marker("www"), a6 = env().marker("www6"), d1 = env().marker("end"),
 		    d2 = env().marker("mid");
 	auto rr = sandboxed(name, policy,
 			    Sequence({env().py("dns_connect.py", {"www.chain.test:9000", a}),
 				      env().py("dns_connect.py", {"--family", "6", "www.chain.test:9001", a6}),
-				      env().py("dns_connect.py", {"end.chain.test:9002", d1, "mid.chain.test:9003", d2})}),
+				      env().py("dns_connect.py",
+					       {"end.chain.test:9002", d1, "mid.chain.test:9003", d2})}),
 			    Opts().allowed());
 	expect_connected(rr, a);
 	expect_connected(rr, a6, kAllowed6);
@@ -898,13 +960,13 @@ TEST_F(Dns, IodineTunnelNeverEstablishes)
 	// With on_violation freeze: the first tunnel query freezes the sandbox.
 	std::string fname = sandbox("iodine-frz");
 	std::string a2 = env().marker("twin-frz");
-	Proc& runner = background(fname,
-				  env().write_policy("iodine-frz.json", standard_dns_policy("it-dns-iodine-frz", "freeze")),
-				  Sequence({env().py("dns_connect.py", {"ok2.allowed.test:9001", a2}),
-					    w.exec("iodine", iodine, 8)}),
-				  Opts().caps());
+	Proc& runner = background(
+		fname, env().write_policy("iodine-frz.json", standard_dns_policy("it-dns-iodine-frz", "freeze")),
+		Sequence({env().py("dns_connect.py", {"ok2.allowed.test:9001", a2}), w.exec("iodine", iodine, 8)}),
+		Opts().caps());
 	ASSERT_TRUE(wait_until([&] { return !sandbox_events("frozen", fname).empty(); }, 10s))
-		<< "no frozen event\n" << runner.describe() << dump_lines(env().audit());
+		<< "no frozen event\n"
+		<< runner.describe() << dump_lines(env().audit());
 	EXPECT_EQ(frozen_state(fname), "frozen");
 	EXPECT_TRUE(ArrivedIntact(env(), a2));
 	m.sandbox = fname;
@@ -944,10 +1006,12 @@ TEST_F(Dns, Dns2tcpTunnelNeverEstablishes)
 
 	std::string fname = sandbox("d2t-frz");
 	std::string m2 = env().marker("tunnel-frz");
-	Proc& runner = background(fname, env().write_policy("d2t-frz.json", standard_dns_policy("it-dns-d2t-frz", "freeze")),
+	Proc& runner = background(fname,
+				  env().write_policy("d2t-frz.json", standard_dns_policy("it-dns-d2t-frz", "freeze")),
 				  w.exec("dns2tcpc", client, 8, m2, 4.0));
 	ASSERT_TRUE(wait_until([&] { return !sandbox_events("frozen", fname).empty(); }, 10s))
-		<< "no frozen event\n" << runner.describe() << dump_lines(env().audit());
+		<< "no frozen event\n"
+		<< runner.describe() << dump_lines(env().audit());
 	EXPECT_EQ(frozen_state(fname), "frozen");
 	v.sandbox = fname;
 	EXPECT_TRUE(DnsLogged(env().audit(), v));
@@ -969,15 +1033,15 @@ TEST_F(Dns, FreezeOnADnsViolationStopsEveryLaterQuery)
 	// One process: the allowed query, the violation, then at once two allowed
 	// queries (before any freeze can land: only the latch can stop them),
 	// then a resolution and connect a moment later.
-	Proc& runner = background(
-		name, policy,
-		Sequence({raw(json::array({q(pre, "A", "pre"), q("txt.allowed.test", "TXT", "viol"), q(post1, "A", "post1"),
-					   q(post2, "A", "post2")}),
-			      {"--wait", "0.5"}),
-			  env().py("dns_connect.py", {"late.allowed.test:9000", late})}));
+	Proc& runner = background(name, policy,
+				  Sequence({raw(json::array({q(pre, "A", "pre"), q("txt.allowed.test", "TXT", "viol"),
+							     q(post1, "A", "post1"), q(post2, "A", "post2")}),
+						{"--wait", "0.5"}),
+					    env().py("dns_connect.py", {"late.allowed.test:9000", late})}));
 	std::string cg = env().sandbox_cgroup(name);
 	ASSERT_TRUE(wait_until([&] { return !sandbox_events("frozen", name).empty(); }, 10s))
-		<< "no frozen event\n" << runner.describe() << dump_lines(env().audit());
+		<< "no frozen event\n"
+		<< runner.describe() << dump_lines(env().audit());
 	ASSERT_TRUE(wait_until(
 		[&] {
 			auto ev = cgroup_events(cg);
@@ -1014,14 +1078,14 @@ TEST_F(Dns, AuditModeRunSuggestsAPolicyThatRunsClean)
 		std::string raw_ip = env().marker(tag + "-ip"), app = env().marker(tag + "-app"),
 			    chain = env().marker(tag + "-chain");
 		// The raw-IP connect comes first: 10.77.0.2 was not resolved yet.
-		return std::make_tuple(
-			Sequence({env().py("tcp_send.py", {dest4(kAllowed4, 9001), raw_ip}),
-				  env().py("dns_connect.py", {"app.allowed.test:9000", app, "www.chain.test:9002", chain})}),
-			std::vector<std::string>{raw_ip, app, chain});
+		return std::make_tuple(Sequence({env().py("tcp_send.py", {dest4(kAllowed4, 9001), raw_ip}),
+						 env().py("dns_connect.py", {"app.allowed.test:9000", app,
+									     "www.chain.test:9002", chain})}),
+				       std::vector<std::string>{raw_ip, app, chain});
 	};
-	std::string audit_policy = env().write_policy(
-		"audit.json",
-		dns_policy("it-dns-audit", json::array({deny_cidr("10.77.0.3/32")}), dns_block(), "freeze", "audit"));
+	std::string audit_policy = env().write_policy("audit.json", dns_policy("it-dns-audit",
+									       json::array({deny_cidr("10.77.0.3/32")}),
+									       dns_block(), "freeze", "audit"));
 	std::string name = sandbox("audit");
 	auto [cmd1, markers1] = workload("aud");
 	auto rr = sandboxed(name, audit_policy, cmd1);  // no --log-allowed: what a user would run
@@ -1056,7 +1120,8 @@ TEST_F(Dns, AuditModeRunSuggestsAPolicyThatRunsClean)
 			if (p.is_string()) {
 				std::string s = p.get<std::string>();
 				auto dash = s.find('-');
-				int lo = std::stoi(s.substr(0, dash)), hi = dash == std::string::npos ? lo : std::stoi(s.substr(dash + 1));
+				int lo = std::stoi(s.substr(0, dash)),
+				    hi = dash == std::string::npos ? lo : std::stoi(s.substr(dash + 1));
 				if (port >= lo && port <= hi)
 					return true;
 			}
@@ -1072,8 +1137,10 @@ TEST_F(Dns, AuditModeRunSuggestsAPolicyThatRunsClean)
 		if (r.contains("cidr")) {
 			std::string c = r["cidr"].get<std::string>();
 			if (c == "10.77.0.2" || c == "10.77.0.2/32") {
-				EXPECT_FALSE(covers(r.value("ports", json()), 9000)) << "a resolved address as a raw IP: " << r.dump();
-				EXPECT_FALSE(covers(r.value("ports", json()), 9002)) << "a resolved address as a raw IP: " << r.dump();
+				EXPECT_FALSE(covers(r.value("ports", json()), 9000))
+					<< "a resolved address as a raw IP: " << r.dump();
+				EXPECT_FALSE(covers(r.value("ports", json()), 9002))
+					<< "a resolved address as a raw IP: " << r.dump();
 			}
 		}
 	}
@@ -1108,8 +1175,8 @@ TEST_F(Dns, StatusReportsDnsCounters)
 	std::string done = env().path("resolved.json"), go = env().path("go");
 	std::string a = env().marker("ok"), d = env().marker("denied");
 	Proc& runner = background(name, policy,
-				  env().py("dns_connect.py", {"--done", done, "--then-wait", go, "s1.allowed.test:9000", a,
-							      "denied.test:9001", d}));
+				  env().py("dns_connect.py", {"--done", done, "--then-wait", go, "s1.allowed.test:9000",
+							      a, "denied.test:9001", d}));
 	ASSERT_TRUE(wait_until([&] { return exists(done) || !runner.running(); }, 10s)) << runner.describe();
 	ASSERT_TRUE(exists(done)) << runner.describe();
 	auto st = env().status_of(name);
@@ -1124,7 +1191,8 @@ TEST_F(Dns, StatusReportsDnsCounters)
 	auto denied_lines = [&] {
 		int n = 0;
 		for (const auto& j : env().audit())
-			n += j.value("event", "") == "decision" && j.contains("qname") && j.value("verdict", "") == "deny";
+			n += j.value("event", "") == "decision" && j.contains("qname") &&
+			     j.value("verdict", "") == "deny";
 		return n;
 	};
 	EXPECT_TRUE(wait_until([&] { return denied_lines() == dns.value("queries_denied", -1); }, 5s))
@@ -1179,7 +1247,8 @@ TEST_F(Dns, DigWithItsDefaultEdnsCookieResolvesAndConnects)
 	std::string name = sandbox("digedns");
 	std::string qname = env().marker("dige") + ".allowed.test", m = env().marker("after-dig");
 	auto rr = sandboxed(name, policy,
-			    Sequence({dig("dig-default", qname, "A"), env().py("tcp_send.py", {dest4(kAllowed4, 9000), m})}),
+			    Sequence({dig("dig-default", qname, "A"),
+				      env().py("tcp_send.py", {dest4(kAllowed4, 9000), m})}),
 			    Opts().allowed());
 	json dr = result(rr, "dig-default");
 	EXPECT_EQ(dr.value("out", ""), "10.77.0.2\n") << dr.dump();
@@ -1209,8 +1278,11 @@ TEST_F(Dns, EdnsOptionBytesNeverLeaveUnlisted)
 	auto with_opt = [](const std::string& qname, uint16_t id, const std::string& options) {
 		std::string m = dns_query_bytes(qname, 1, id);
 		m[11] = 1;  // ARCOUNT
-		auto be16 = [](unsigned v) { return std::string{static_cast<char>(v >> 8), static_cast<char>(v & 0xff)}; };
-		m += std::string(1, '\0') + be16(41) + be16(1232) + std::string(4, '\0') + be16(options.size()) + options;
+		auto be16 = [](unsigned v) {
+			return std::string{static_cast<char>(v >> 8), static_cast<char>(v & 0xff)};
+		};
+		m += std::string(1, '\0') + be16(41) + be16(1232) + std::string(4, '\0') + be16(options.size()) +
+		     options;
 		return m;
 	};
 	auto opt = [](unsigned code, const std::string& data) {
@@ -1231,7 +1303,9 @@ TEST_F(Dns, EdnsOptionBytesNeverLeaveUnlisted)
 	json specs = json::array({
 		{{"case", "hex"}, {"marker", m1}, {"hex", hexof(with_opt(n1, 0x7101, opt(65001, m1)))}},
 		// A client cookie and a server cookie: 8 + 16 bytes, more than the 8 the policy lists.
-		{{"case", "hex"}, {"marker", m2}, {"hex", hexof(with_opt(n2, 0x7102, opt(10, "c00k1e!!" + m2.substr(0, 16))))}},
+		{{"case", "hex"},
+		 {"marker", m2},
+		 {"hex", hexof(with_opt(n2, 0x7102, opt(10, "c00k1e!!" + m2.substr(0, 16))))}},
 		{{"case", "hex"}, {"marker", twin}, {"hex", hexof(with_opt(nt, 0x7103, opt(10, "c00k1e!!")))}},
 		// An unknown code within the cookie's size: refused by its code alone.
 		{{"case", "hex"}, {"marker", m3}, {"hex", hexof(with_opt(n3, 0x7104, opt(65001, "8bytes!!")))}},
@@ -1269,9 +1343,10 @@ TEST_F(Dns, AnswerRecordsOffTheChainTeachNothing)
 {
 	DnsWorld& w = world();
 	FakeResolver& fake = w.start_fake("good");
-	std::string policy = env().write_policy(
-		"offchain.json",
-		dns_policy("it-dns-offchain", json::array({allow_domain("*.allowed.test")}), dns_block({kFakeResolver4})));
+	std::string policy = env().write_policy("offchain.json",
+						dns_policy("it-dns-offchain",
+							   json::array({allow_domain("*.allowed.test")}),
+							   dns_block({kFakeResolver4})));
 	for (std::string mode : {"extra", "extra-allowed", "chain"}) {
 		SCOPED_TRACE(mode);
 		fake.set_mode(mode);
@@ -1279,8 +1354,9 @@ TEST_F(Dns, AnswerRecordsOffTheChainTeachNothing)
 		std::string qname = mode + ".oc.allowed.test";
 		std::string m = env().marker(mode.substr(0, 8));
 		auto rr = sandboxed(name, policy,
-				    env().py("dns_spoof_client.py", {"--server", kFakeResolver4, "--name", qname, "--wait",
-								     "1.0", "--connect", dest4(kDenied4, 9000), "--marker", m}),
+				    env().py("dns_spoof_client.py",
+					     {"--server", kFakeResolver4, "--name", qname, "--wait", "1.0", "--connect",
+					      dest4(kDenied4, 9000), "--marker", m}),
 				    Opts().allowed());
 		json out = rr.last();
 		ASSERT_TRUE(out.contains("received")) << rr.describe();
@@ -1314,18 +1390,21 @@ TEST_F(Dns, AuditModeReportsOffChainRecords)
 {
 	DnsWorld& w = world();
 	FakeResolver& fake = w.start_fake("extra");
-	std::string policy = env().write_policy(
-		"offchain-audit.json", dns_policy("it-dns-offchain-audit", json::array({allow_domain("*.allowed.test")}),
-						  dns_block({kFakeResolver4}), "deny", "audit"));
+	std::string policy = env().write_policy("offchain-audit.json",
+						dns_policy("it-dns-offchain-audit",
+							   json::array({allow_domain("*.allowed.test")}),
+							   dns_block({kFakeResolver4}), "deny", "audit"));
 	std::string name = sandbox("oc-audit");
 	std::string m = env().marker("oc-audit");
 	auto rr = sandboxed(name, policy,
-			    env().py("dns_spoof_client.py", {"--server", kFakeResolver4, "--name", "audit.oc.allowed.test",
-							     "--wait", "1.0", "--connect", dest4(kDenied4, 9000), "--marker", m}));
+			    env().py("dns_spoof_client.py",
+				     {"--server", kFakeResolver4, "--name", "audit.oc.allowed.test", "--wait", "1.0",
+				      "--connect", dest4(kDenied4, 9000), "--marker", m}));
 	EXPECT_EQ(fake.sent().size(), 1u) << dump_lines(fake.log());
 	size_t off_chain = 0;
 	for (const auto& j : sandbox_events("dns-answer", name))
-		if (!j.value("learned", true) && j.value("reason", "") == "dns-off-chain" && j.value("addr", "") == kDenied4)
+		if (!j.value("learned", true) && j.value("reason", "") == "dns-off-chain" &&
+		    j.value("addr", "") == kDenied4)
 			off_chain++;
 	EXPECT_EQ(off_chain, 1u) << dump_lines(env().audit());
 	Match v = Violation("connect4", "no-rule", kDenied4, 9000);
@@ -1364,7 +1443,8 @@ TEST_F(Dns, CovertBitsInAllowedQueriesAreBoundedByTheBudget)
 	auto dec = w.bare(env().py("dns_covert.py", {"--decode", fake.log_path(), "--name", qname, "--seed", "7"}));
 	json d = dec.last();
 	ASSERT_EQ(d.value("client", ""), "dns_covert_decode") << dec.describe();
-	EXPECT_EQ(d.value("decoded", -1), sent.value("sent", 0)) << "every query that left carried its bits: " << d.dump();
+	EXPECT_EQ(d.value("decoded", -1), sent.value("sent", 0))
+		<< "every query that left carried its bits: " << d.dump();
 	EXPECT_LE(d.value("decoded", 0), bound) << d.dump();
 	double bps = d.value("bits", 0) / secs;
 	// The documented bound for these fields: (200 + 50 t) queries of 97 bits in t seconds.
@@ -1406,10 +1486,16 @@ void Dns::sni_gate(const std::string& user)
 	write_file(o.www + "/" + fronted, fronted);
 
 	json p = standard_dns_policy("it-sni-gate");
-	p["rules"].push_back({{"action", "allow"}, {"domain", "allowed.test"}, {"ports", json::array({9443})},
-			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
-	p["rules"].push_back({{"action", "allow"}, {"domain", "*.allowed.test"}, {"ports", json::array({9443})},
-			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+	p["rules"].push_back({{"action", "allow"},
+			      {"domain", "allowed.test"},
+			      {"ports", json::array({9443})},
+			      {"protocol", "tcp"},
+			      {"tls", {{"sni", "require"}}}});
+	p["rules"].push_back({{"action", "allow"},
+			      {"domain", "*.allowed.test"},
+			      {"ports", json::array({9443})},
+			      {"protocol", "tcp"},
+			      {"tls", {{"sni", "require"}}}});
 	std::string policy = env().write_policy("sni-gate.json", p);
 	std::string name = sandbox("sni-" + (user.empty() ? std::string("root") : user));
 	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
@@ -1421,29 +1507,33 @@ void Dns::sni_gate(const std::string& user)
 	std::string release = env().path("release-" + name);
 	Proc& runner = background(
 		name, policy,
-		Sequence({w.exec("pass", {"curl", "-sS", "--max-time", "5", "--cacert", cert,
-					  "https://allowed.test:9443/" + page}),
-			  // Python's and Node's own TLS, their own resolution.
-			  w.exec("python", {python(), "-c",
-					    "import ssl, sys, urllib.request\n"
-					    "c = ssl.create_default_context(cafile=sys.argv[1])\n"
-					    "u = urllib.request.urlopen('https://allowed.test:9443/' + sys.argv[2], context=c, timeout=5)\n"
-					    "print(u.read().decode(), end='')\n",
-					    cert, page}),
-			  w.exec("node", {"node", "-e",
-					  "const [cert, page] = process.argv.slice(1);"
-					  "require('https').get({host: 'allowed.test', port: 9443, path: '/' + page, "
-					  "ca: require('fs').readFileSync(cert), timeout: 5000}, r => {"
-					  "let b = ''; r.on('data', c => b += c); r.on('end', () => process.stdout.write(b)); })"
-					  ".on('error', e => { console.error(e.code); process.exit(1); });",
-					  cert, page}),
-			  w.exec("front", {"curl", "-sS", "--max-time", "5", "--cacert", cert, "--connect-to",
-					   "evil.test:9443:allowed.test:9443", "https://evil.test:9443/" + fronted}),
-			  // A name the rule covers, over the address another name of it
-			  // resolved to (b. was never resolved: only a. was).
-			  w.exec("sibling", {"curl", "-sS", "--max-time", "5", "--cacert", cert, "--connect-to",
-					     "b.allowed.test:9443:a.allowed.test:9443", "https://b.allowed.test:9443/" + fronted}),
-			  env().py("wait_file.py", {release, "30"})}),
+		Sequence(
+			{w.exec("pass", {"curl", "-sS", "--max-time", "5", "--cacert", cert,
+					 "https://allowed.test:9443/" + page}),
+			 // Python's and Node's own TLS, their own resolution.
+			 w.exec("python",
+				{python(), "-c",
+				 "import ssl, sys, urllib.request\n"
+				 "c = ssl.create_default_context(cafile=sys.argv[1])\n"
+				 "u = urllib.request.urlopen('https://allowed.test:9443/' + sys.argv[2], context=c, timeout=5)\n"
+				 "print(u.read().decode(), end='')\n",
+				 cert, page}),
+			 w.exec("node",
+				{"node", "-e",
+				 "const [cert, page] = process.argv.slice(1);"
+				 "require('https').get({host: 'allowed.test', port: 9443, path: '/' + page, "
+				 "ca: require('fs').readFileSync(cert), timeout: 5000}, r => {"
+				 "let b = ''; r.on('data', c => b += c); r.on('end', () => process.stdout.write(b)); })"
+				 ".on('error', e => { console.error(e.code); process.exit(1); });",
+				 cert, page}),
+			 w.exec("front", {"curl", "-sS", "--max-time", "5", "--cacert", cert, "--connect-to",
+					  "evil.test:9443:allowed.test:9443", "https://evil.test:9443/" + fronted}),
+			 // A name the rule covers, over the address another name of it
+			 // resolved to (b. was never resolved: only a. was).
+			 w.exec("sibling",
+				{"curl", "-sS", "--max-time", "5", "--cacert", cert, "--connect-to",
+				 "b.allowed.test:9443:a.allowed.test:9443", "https://b.allowed.test:9443/" + fronted}),
+			 env().py("wait_file.py", {release, "30"})}),
 		Opts().as(user));
 	// The gate's verdicts, as `status` (and metrics) count them, while the
 	// sandbox lives.
@@ -1482,7 +1572,8 @@ void Dns::sni_gate(const std::string& user)
 	for (const auto& j : read_json_lines(records)) {
 		if (j.value("kind", "") == "sni" && j.value("verdict", "") == "pass")
 			passed = j;
-		if (j.value("kind", "") == "sni" && j.value("verdict", "") == "deny" && j.value("sni", "") == "evil.test")
+		if (j.value("kind", "") == "sni" && j.value("verdict", "") == "deny" &&
+		    j.value("sni", "") == "evil.test")
 			denied = j;
 		if (j.value("kind", "") == "sni" && j.value("verdict", "") == "deny" &&
 		    j.value("sni", "") == "b.allowed.test")
@@ -1543,8 +1634,9 @@ void Dns::sni_gate_bulk(const std::string& user, const std::string& mode)
 		~Cleanup() { std::filesystem::remove(f); }
 	} cleanup{records};
 	RunResult rr = sandboxed(name, env().write_policy("sni-bulk.json", p),
-				 world().exec("bulk", {python(), client_script("gate_echo.py"), "--mode", mode, "allowed.test",
-						       "9444", std::to_string(kBytes)},
+				 world().exec("bulk",
+					      {python(), client_script("gate_echo.py"), "--mode", mode, "allowed.test",
+					       "9444", std::to_string(kBytes)},
 					      30),
 				 Opts().as(user).timeout_of(60s));
 	json r = result(rr, "bulk");
@@ -1611,8 +1703,9 @@ TEST_F(Dns, AClientsResetMidStreamEndsOnlyItsConnection)
 		~Cleanup() { std::filesystem::remove(f); }
 	} cleanup{records};
 	auto client = [&](const std::string& tag, const std::string& mode, size_t bytes) {
-		return world().exec(tag, {python(), client_script("gate_echo.py"), "--mode", mode, "allowed.test", "9444",
-					  std::to_string(bytes)},
+		return world().exec(tag,
+				    {python(), client_script("gate_echo.py"), "--mode", mode, "allowed.test", "9444",
+				     std::to_string(bytes)},
 				    30);
 	};
 	RunResult rr = sandboxed(name, env().write_policy("sni-reset.json", p),
@@ -1649,13 +1742,15 @@ TEST_F(Dns, AClientsResetMidStreamEndsOnlyItsConnection)
 TEST_F(Dns, TheGateNeverConnectsToTheHostsLoopbackForAnotherNamespace)
 {
 	int port = free_port();
-	Proc& service = env().start({python(), "-u", client_script("echo_server.py"), std::to_string(port), "127.0.0.1"},
+	Proc& service = env().start({python(), "-u", client_script("echo_server.py"), std::to_string(port),
+				     "127.0.0.1"},
 				    "service");
 	ASSERT_TRUE(wait_until([&] { return service.out().find("serving") != std::string::npos || !service.running(); },
 			       10s, 10ms) &&
 		    service.running())
 		<< service.describe();
-	Proc& daemon = env().start(env().airlock_argv({"daemon", "--metrics", "off", "--audit-log", env().audit_path()}),
+	Proc& daemon = env().start(env().airlock_argv(
+					   {"daemon", "--metrics", "off", "--audit-log", env().audit_path()}),
 				   "daemon");
 	ASSERT_TRUE(wait_until([&] { return daemon.err().find("watching") != std::string::npos || !daemon.running(); },
 			       10s) &&
@@ -1676,8 +1771,11 @@ TEST_F(Dns, TheGateNeverConnectsToTheHostsLoopbackForAnotherNamespace)
 		<< holder.describe();
 
 	json p = standard_dns_policy("it-sni-loopback");
-	p["rules"].push_back({{"action", "allow"}, {"domain", "*.allowed.test"}, {"ports", json::array({port})},
-			      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+	p["rules"].push_back({{"action", "allow"},
+			      {"domain", "*.allowed.test"},
+			      {"ports", json::array({port})},
+			      {"protocol", "tcp"},
+			      {"tls", {{"sni", "require"}}}});
 	std::string name = sandbox("loopback");
 	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
 	struct Cleanup {
@@ -1699,7 +1797,8 @@ TEST_F(Dns, TheGateNeverConnectsToTheHostsLoopbackForAnotherNamespace)
 	// IPv4, then IPv6: 127.0.0.1, then ::1.
 	for (const char* family : {"-4", "-6"}) {
 		RunResult rr = world().bare(inside({"curl", family, "-sS", "-k", "--max-time", "5", "-w",
-						    " curl=%{http_code}", "https://loopback.allowed.test:" + std::to_string(port) + "/"}),
+						    " curl=%{http_code}",
+						    "https://loopback.allowed.test:" + std::to_string(port) + "/"}),
 					    20s);
 		EXPECT_NE(rr.r.status, 0) << rr.describe();
 		EXPECT_EQ(rr.r.out.find("curl=200"), std::string::npos) << rr.describe();
@@ -1724,9 +1823,10 @@ TEST_F(Dns, TheGateNeverConnectsToTheHostsLoopbackForAnotherNamespace)
 		EXPECT_EQ(rec.value("verdict", ""), "deny") << rec.dump();
 		EXPECT_EQ(rec.value("upstream_error", ""), std::strerror(EPERM)) << rec.dump();
 		EXPECT_EQ(rec.value("bytes_out", 1u), 0u) << rec.dump();
-		EXPECT_NE(daemon.err().find(fmt::format("{}: the SNI gate does not connect to {} (this host's, a link's, "
-							"or a group's address): {} time(s)",
-							name, dst, n)),
+		EXPECT_NE(daemon.err().find(
+				  fmt::format("{}: the SNI gate does not connect to {} (this host's, a link's, "
+					      "or a group's address): {} time(s)",
+					      name, dst, n)),
 			  std::string::npos)
 			<< daemon.describe();
 	}
@@ -1754,8 +1854,11 @@ TEST_F(Dns, AReloadThatChangesGatedRulesStartsTheProxyAgain)
 	auto gated = [](const char* first, const char* second) {
 		json p = standard_dns_policy("it-sni-reload");
 		for (const char* d : {first, second})
-			p["rules"].push_back({{"action", "allow"}, {"domain", d}, {"ports", json::array({9443})},
-					      {"protocol", "tcp"}, {"tls", {{"sni", "require"}}}});
+			p["rules"].push_back({{"action", "allow"},
+					      {"domain", d},
+					      {"ports", json::array({9443})},
+					      {"protocol", "tcp"},
+					      {"tls", {{"sni", "require"}}}});
 		return p;
 	};
 	std::string name = sandbox("sni-reload");
@@ -1765,13 +1868,12 @@ TEST_F(Dns, AReloadThatChangesGatedRulesStartsTheProxyAgain)
 	} cleanup{"/var/log/airlock/world/" + name + ".jsonl"};
 	std::string reloaded = env().path("reloaded");
 	DnsWorld& w = world();
-	Proc& runner = background(
-		name, env().write_policy("sni-a.json", gated("allowed.test", "*.allowed.test")),
-		Sequence({w.exec("before", {"curl", "-sS", "--max-time", "5", "--cacert", o.cert,
-					    "https://allowed.test:9443/" + before}),
-			  env().py("wait_file.py", {reloaded, "30"}),
-			  w.exec("after", {"curl", "-sS", "--max-time", "5", "--cacert", o.cert,
-					   "https://allowed.test:9443/" + after})}));
+	Proc& runner = background(name, env().write_policy("sni-a.json", gated("allowed.test", "*.allowed.test")),
+				  Sequence({w.exec("before", {"curl", "-sS", "--max-time", "5", "--cacert", o.cert,
+							      "https://allowed.test:9443/" + before}),
+					    env().py("wait_file.py", {reloaded, "30"}),
+					    w.exec("after", {"curl", "-sS", "--max-time", "5", "--cacert", o.cert,
+							     "https://allowed.test:9443/" + after})}));
 	ASSERT_TRUE(wait_until(
 		[&] {
 			auto st = env().status_of(name);
@@ -1779,7 +1881,8 @@ TEST_F(Dns, AReloadThatChangesGatedRulesStartsTheProxyAgain)
 		},
 		15s))
 		<< runner.describe();
-	Result r = env().airlock({"reload", name, env().write_policy("sni-b.json", gated("*.allowed.test", "allowed.test"))});
+	Result r = env().airlock(
+		{"reload", name, env().write_policy("sni-b.json", gated("*.allowed.test", "allowed.test"))});
 	ASSERT_EQ(r.status, 0) << r.describe();
 	json counts;
 	EXPECT_TRUE(wait_until(

@@ -44,10 +44,11 @@ TEST_F(DnsOracle, WorldAnswersAsTheTestsAssume)
 	};
 	std::vector<std::vector<std::string>> cmds;
 	for (const auto& c : cases)
-		cmds.push_back(w.exec(c.tag, {"dig", std::string("@") + kResolver4, c.name, c.type, "+tries=1", "+time=3",
-					      "+short"}));
+		cmds.push_back(w.exec(c.tag, {"dig", std::string("@") + kResolver4, c.name, c.type, "+tries=1",
+					      "+time=3", "+short"}));
 	// dig's own query carries EDNS0 with a cookie (what the kernel parser must accept).
-	cmds.push_back(w.exec("full", {"dig", std::string("@") + kResolver4, "allowed.test", "A", "+tries=1", "+time=3"}));
+	cmds.push_back(
+		w.exec("full", {"dig", std::string("@") + kResolver4, "allowed.test", "A", "+tries=1", "+time=3"}));
 	auto rr = w.bare(Sequence(cmds));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	for (const auto& c : cases) {
@@ -93,15 +94,18 @@ TEST_F(DnsOracle, DeniedNamesAndTypesResolveAndConnectWithoutAirlock)
 	std::string page = env().marker("o-curl");
 	http.put(page, page);
 	auto rr = w.bare(Sequence({
-		env().py("dns_connect.py", {"denied.test:9000", m1, "badallowed.test:9001", m2, "UPPER.DENIED.TEST:9002",
-					    m3, long_label + ".allowed.test:9003", m4}),
+		env().py("dns_connect.py", {"denied.test:9000", m1, "badallowed.test:9001", m2,
+					    "UPPER.DENIED.TEST:9002", m3, long_label + ".allowed.test:9003", m4}),
 		env().py("dns_connect.py", {"--family", "6", "denied.test:9004", m6}),
-		env().py("dns_raw_query.py", {"--wait", "1", R"([{"case":"query","name":"txt.allowed.test","type":"TXT","marker":"txt"},
+		env().py("dns_raw_query.py",
+			 {"--wait", "1", R"([{"case":"query","name":"txt.allowed.test","type":"TXT","marker":"txt"},
 			{"case":"query","name":"allowed.test","type":"NULL","marker":"null"},
 			{"case":"query","name":"allowed.test","type":"ANY","marker":"any"}])"}),
-		w.exec("dig", {"dig", std::string("@") + kResolver4, "denied.test", "A", "+tries=1", "+time=3", "+short"}),
+		w.exec("dig",
+		       {"dig", std::string("@") + kResolver4, "denied.test", "A", "+tries=1", "+time=3", "+short"}),
 		w.exec("getent", {"getent", "hosts", "denied.test"}),
-		w.exec("curl", {"curl", "-sS", "--max-time", "5", fmt::format("http://denied.test:{}/{}", kHttpPort, page)}),
+		w.exec("curl",
+		       {"curl", "-sS", "--max-time", "5", fmt::format("http://denied.test:{}/{}", kHttpPort, page)}),
 	}));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	for (const auto& m : {m1, m2, m3, m4, m6}) {
@@ -135,9 +139,10 @@ TEST_F(DnsOracle, DeniedNamesAndTypesResolveAndConnectWithoutAirlock)
 TEST_F(DnsOracle, MalformedQueriesReachTheResolverWithoutAirlock)
 {
 	DnsWorld& w = world();
-	std::vector<std::string> cases = {"ptr",   "label-overrun", "reserved-label", "two-questions",
-					  "zero-questions", "qr", "opcode", "trailing", "trailing-after-opt",
-					  "short-header", "empty"};
+	std::vector<std::string> cases = {"ptr",           "label-overrun",  "reserved-label",
+					  "two-questions", "zero-questions", "qr",
+					  "opcode",        "trailing",       "trailing-after-opt",
+					  "short-header",  "empty"};
 	json specs = json::array();
 	std::map<std::string, std::string> markers;
 	for (const auto& c : cases) {
@@ -172,14 +177,15 @@ TEST_F(DnsOracle, OtherResolversAndTcpAnswerWithoutAirlock)
 		return json::array({{{"case", "query"}, {"name", name}, {"marker", name}}}).dump();
 	};
 	auto rr = w.bare(Sequence({
-		env().py("dns_raw_query.py", {"--server", kFakeResolver4, spec(n1)}),
-		env().py("dns_raw_query.py", {"--server", kAllowed4, spec(n2)}),
-		env().py("dns_raw_query.py", {"--server", kAllowed6, "--wait", "0.2", spec(n3)}),
-		env().py("dns_raw_query.py", {"--tcp", spec(n4)}),
-		w.exec("digtcp", {"dig", "+tcp", std::string("@") + kResolver4, "allowed.test", "A", "+tries=1", "+time=3",
-				  "+short"}),
-		env().py("dns_connect.py", {"--resolve-only", "x.allowed.test:9000", "gai54"}),
-	}), 20s, kFakeResolver4);
+				 env().py("dns_raw_query.py", {"--server", kFakeResolver4, spec(n1)}),
+				 env().py("dns_raw_query.py", {"--server", kAllowed4, spec(n2)}),
+				 env().py("dns_raw_query.py", {"--server", kAllowed6, "--wait", "0.2", spec(n3)}),
+				 env().py("dns_raw_query.py", {"--tcp", spec(n4)}),
+				 w.exec("digtcp", {"dig", "+tcp", std::string("@") + kResolver4, "allowed.test", "A",
+						   "+tries=1", "+time=3", "+short"}),
+				 env().py("dns_connect.py", {"--resolve-only", "x.allowed.test:9000", "gai54"}),
+			 }),
+			 20s, kFakeResolver4);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	EXPECT_TRUE(one(rr, n1).value("answered", false)) << one(rr, n1).dump();
 	EXPECT_TRUE(one(rr, n2).value("answered", false)) << one(rr, n2).dump();
@@ -208,8 +214,11 @@ TEST_F(DnsOracle, ForgedAnswersReachTheSocketWithoutAirlock)
 	for (std::string mode : {"good", "wrong-id", "wrong-name", "from-other-source", "unsolicited"}) {
 		SCOPED_TRACE(mode);
 		std::string m = env().marker("o-" + mode.substr(0, 8));
-		std::vector<std::string> args = {"--server", kFakeResolver4, "--name", mode + ".spoof.allowed.test",
-						 "--wait", "1.0", "--connect", dest4(kAllowed4, 9000), "--marker", m};
+		std::vector<std::string> args = {"--server",  kFakeResolver4,
+						 "--name",    mode + ".spoof.allowed.test",
+						 "--wait",    "1.0",
+						 "--connect", dest4(kAllowed4, 9000),
+						 "--marker",  m};
 		if (mode == "unsolicited") {
 			args.insert(args.end(), {"--unsolicited", fake.trigger_dir()});
 		} else {
@@ -263,9 +272,9 @@ TEST_F(DnsOracle, EdnsBytesAndOffChainRecordsPassWithoutAirlock)
 		SCOPED_TRACE(mode);
 		fake.set_mode(mode);
 		std::string mk = env().marker("o-" + mode.substr(0, 8));
-		auto rs = w.bare(env().py("dns_spoof_client.py", {"--server", kFakeResolver4, "--name",
-								   mode + ".oc.allowed.test", "--wait", "1.0", "--connect",
-								   dest4(kDenied4, 9000), "--marker", mk}));
+		auto rs = w.bare(env().py("dns_spoof_client.py",
+					  {"--server", kFakeResolver4, "--name", mode + ".oc.allowed.test", "--wait",
+					   "1.0", "--connect", dest4(kDenied4, 9000), "--marker", mk}));
 		ASSERT_EQ(rs.r.status, 0) << rs.describe();
 		json out = rs.last();
 		ASSERT_EQ(out["received"].size(), 1u) << out.dump();
@@ -287,7 +296,9 @@ TEST_F(DnsOracle, IodineTunnelEstablishesWithoutAirlock)
 					   {"iodine", "-f", "-r", "-P", kTunnelPassword, kResolver4, kIodineZone})),
 				   "iodine");
 	bool up = wait_until(
-		[&] { return iodine.err().find("Connection setup complete") != std::string::npos || !iodine.running(); },
+		[&] {
+			return iodine.err().find("Connection setup complete") != std::string::npos || !iodine.running();
+		},
 		20s, 20ms);
 	EXPECT_TRUE(up && iodine.running()) << iodine.describe() << "\niodined:\n" << iodined.output();
 	EXPECT_GE(iodined.queries_seen(), 1u) << iodined.output();
@@ -304,12 +315,13 @@ TEST_F(DnsOracle, Dns2tcpTunnelCarriesDataWithoutAirlock)
 	DnsWorld& w = world();
 	TunnelServer& d2 = w.start_dns2tcpd();
 	std::string m = env().marker("o-d2t");
-	auto rr = w.bare(w.exec("dns2tcpc", {"dns2tcpc", "-z", kDns2tcpZone, "-r", "sink", "-l", "-", kResolver4}, 8, m,
-				2.0));
+	auto rr = w.bare(
+		w.exec("dns2tcpc", {"dns2tcpc", "-z", kDns2tcpZone, "-r", "sink", "-l", "-", kResolver4}, 8, m, 2.0));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	// dns2tcpd relays the marker to the sink's 10.77.0.2:9000 listener.
 	EXPECT_TRUE(env().sink->wait_data(m, 1, 5s)) << "the tunnel did not carry the marker\n"
-						     << rr.describe() << "\ndns2tcpd:\n" << d2.output();
+						     << rr.describe() << "\ndns2tcpd:\n"
+						     << d2.output();
 	EXPECT_GE(d2.queries_seen(), 1u) << d2.output();
 	ASSERT_TRUE(w.resolver().fence());
 	EXPECT_GE(w.resolver().count_under(kDns2tcpZone), 1u);
@@ -322,7 +334,8 @@ TEST_F(DnsOracle, FortyQueriesAllPassWithoutAirlock)
 	DnsWorld& w = world();
 	json specs = json::array();
 	for (int i = 0; i < 40; i++)
-		specs.push_back({{"case", "query"}, {"name", fmt::format("r{}-{}.allowed.test", i, env().id)},
+		specs.push_back({{"case", "query"},
+				 {"name", fmt::format("r{}-{}.allowed.test", i, env().id)},
 				 {"marker", fmt::format("r{}", i)}});
 	auto rr = w.bare(env().py("dns_raw_query.py", {"--wait", "1", specs.dump()}));
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();

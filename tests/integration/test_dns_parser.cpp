@@ -55,8 +55,8 @@ struct Query {
 	unsigned type = 1, cls = 1;
 	unsigned flags = 0x0100;  // RD
 	unsigned qd = 1, an = 0, ns = 0, ar = 0;
-	std::string qname_wire;   // instead of name, when set
-	std::string after;        // bytes after the question
+	std::string qname_wire;  // instead of name, when set
+	std::string after;       // bytes after the question
 	std::string bytes() const
 	{
 		return be16(id) + be16(flags) + be16(qd) + be16(an) + be16(ns) + be16(ar) +
@@ -141,27 +141,31 @@ protected:
 			json{{"version", 1},
 			     {"name", "it-dns-parser"},
 			     {"on_violation", "deny"},
-			     {"rules", json::array({json{{"action", "allow"}, {"domain", "allowed.test"}, {"ports", {9000}}},
-						    json{{"action", "allow"}, {"domain", "*.allowed.test"}, {"ports", {9000}}},
-						    json{{"action", "deny"}, {"domain", "*.blocked.allowed.test"}},
-						    // `airlock status` inside asks the daemon's control socket first.
-						    json{{"action", "allow"}, {"unix", env().state_dir + "/control.sock"}}})},
-			     {"dns", {{"resolvers", {kResolver}},
-				      {"types", {"A", "AAAA"}},
-				      {"max_name_length", 40},
-				      {"max_label_length", 20}}}});
+			     {"rules",
+			      json::array({json{{"action", "allow"}, {"domain", "allowed.test"}, {"ports", {9000}}},
+					   json{{"action", "allow"}, {"domain", "*.allowed.test"}, {"ports", {9000}}},
+					   json{{"action", "deny"}, {"domain", "*.blocked.allowed.test"}},
+					   // `airlock status` inside asks the daemon's control socket first.
+					   json{{"action", "allow"}, {"unix", env().state_dir + "/control.sock"}}})},
+			     {"dns",
+			      {{"resolvers", {kResolver}},
+			       {"types", {"A", "AAAA"}},
+			       {"max_name_length", 40},
+			       {"max_label_length", 20}}}});
 	}
 
 	// Runs the packets through PROG inside a fresh sandbox; returns the
 	// verdicts (1 pass, 0 drop, -1 no result).
-	std::vector<int> run_packets(const std::string& name, const std::vector<std::pair<std::string, std::string>>& pkts)
+	std::vector<int> run_packets(const std::string& name,
+				     const std::vector<std::pair<std::string, std::string>>& pkts)
 	{
 		std::vector<std::string> cmd = {AIRLOCK_SKB_TESTRUN};
 		std::vector<std::string> progs;
 		// skb_testrun takes one program: run each packet with its own.
 		std::string script;
 		for (const auto& [prog, bytes] : pkts) {
-			script += fmt::format("{} {}/progs/{} {}; ", AIRLOCK_SKB_TESTRUN, env().bpf_dir, prog, hex(bytes));
+			script += fmt::format("{} {}/progs/{} {}; ", AIRLOCK_SKB_TESTRUN, env().bpf_dir, prog,
+					      hex(bytes));
 		}
 		RunSpec s;
 		s.policy = policy_;
@@ -175,7 +179,9 @@ protected:
 		std::vector<int> out;
 		for (const auto& j : rr.out_json)
 			if (j.value("client", "") == "skb_testrun" && j["results"].size() == 1)
-				out.push_back(j["results"][0]["retval"].is_number() ? j["results"][0]["retval"].get<int>() : -1);
+				out.push_back(j["results"][0]["retval"].is_number()
+						      ? j["results"][0]["retval"].get<int>()
+						      : -1);
 		EXPECT_EQ(out.size(), pkts.size()) << rr.describe();
 		out.resize(pkts.size(), -1);
 		return out;
@@ -208,7 +214,8 @@ protected:
 		if (cases.size() > kBatch) {
 			for (size_t at = 0, b = 0; at < cases.size(); at += kBatch, b++)
 				judge(name + "b" + std::to_string(b),
-				      std::vector<Case>(cases.begin() + at, cases.begin() + std::min(cases.size(), at + kBatch)),
+				      std::vector<Case>(cases.begin() + at,
+							cases.begin() + std::min(cases.size(), at + kBatch)),
 				      first_id + at);
 			return;
 		}
@@ -223,7 +230,8 @@ protected:
 			json d = decision_for(cases[i].q.id);
 			ASSERT_TRUE(d.is_object()) << cases[i].what << ": no audit line\n" << dump_lines(env().audit());
 			EXPECT_EQ(d.value("reason", ""), cases[i].reason) << cases[i].what << ": " << d.dump();
-			EXPECT_EQ(d.value("violation", false), cases[i].verdict == 0) << cases[i].what << ": " << d.dump();
+			EXPECT_EQ(d.value("violation", false), cases[i].verdict == 0)
+				<< cases[i].what << ": " << d.dump();
 			EXPECT_EQ(d.value("qname", ""), "allowed.test") << cases[i].what << ": " << d.dump();
 		}
 	}
@@ -303,9 +311,14 @@ TEST_F(DnsParser, QueriesAreJudgedByteByByte)
 	q.flags = 0x0000;
 	add("RD clear", q, 1, "dns-allow");
 	q = Query{};
-	q.qname_wire = std::string("\x07" "allowed" "\xc0\x0c", 10);
+	q.qname_wire = std::string("\x07"
+				   "allowed"
+				   "\xc0\x0c",
+				   10);
 	add("compression pointer in the question", q, 0, "dns-malformed");
-	q.qname_wire = std::string("\x3f" "allowed", 8);
+	q.qname_wire = std::string("\x3f"
+				   "allowed",
+				   8);
 	add("label length past the end", q, 0, "dns-malformed");
 	q = Query{};
 	q.qd = 2;
@@ -513,8 +526,8 @@ TEST_F(DnsParser, AnswersAreLearnedOnlyForQueriesSent)
 		// 8: an answer nobody asked for.
 		{"al_ingress", udp4(kResolver, kSandboxIp, 53, 42055, answer_to(b, {"10.77.0.9"}, 0x3055))},
 		// 9: an answer to b whose second record runs past the end.
-		{"al_ingress",
-		 udp4(kResolver, kSandboxIp, 53, 42002, answer_to(b, {"10.77.0.10", "10.77.0.11"}, b.id).substr(0, 60))},
+		{"al_ingress", udp4(kResolver, kSandboxIp, 53, 42002,
+				    answer_to(b, {"10.77.0.10", "10.77.0.11"}, b.id).substr(0, 60))},
 	};
 	auto v = run_packets("a" + env().id, pkts);
 	EXPECT_EQ(v[0], 1);
@@ -534,7 +547,8 @@ TEST_F(DnsParser, AnswersAreLearnedOnlyForQueriesSent)
 		if (j.value("dropped", false)) {
 			dropped++;
 			dropped_from.insert(j.value("from", ""));
-			EXPECT_EQ(j.value("reason", ""), j.value("qid", 0) == 0x3002 ? "dns-malformed" : "dns-unsolicited")
+			EXPECT_EQ(j.value("reason", ""),
+				  j.value("qid", 0) == 0x3002 ? "dns-malformed" : "dns-unsolicited")
 				<< j.dump();
 		} else if (j.value("learned", false)) {
 			learned.insert(j.value("addr", ""));
@@ -557,8 +571,8 @@ struct Answer {
 	std::vector<std::string> rrs;
 	std::string bytes() const
 	{
-		std::string out = be16(id) + be16(0x8180) + be16(1) + be16(rrs.size()) + be16(0) + be16(0) + qname_wire +
-				  be16(1) + be16(1);
+		std::string out = be16(id) + be16(0x8180) + be16(1) + be16(rrs.size()) + be16(0) + be16(0) +
+				  qname_wire + be16(1) + be16(1);
 		for (const auto& r : rrs)
 			out += r;
 		return out;
@@ -600,9 +614,10 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 	};
 	// 0: q -> a.allowed.test -> b.elsewhere.test, two A records on b; no pointers.
 	Answer a = answer(qw);
-	a.rrs = {rr(qw, kCname, wire_name("a.allowed.test")), rr(wire_name("a.allowed.test"), kCname,
-								 wire_name("b.elsewhere.test")),
-		 rr(wire_name("b.elsewhere.test"), kA, ip4("10.77.6.1")), rr(wire_name("b.elsewhere.test"), kA, ip4("10.77.6.2"))};
+	a.rrs = {rr(qw, kCname, wire_name("a.allowed.test")),
+		 rr(wire_name("a.allowed.test"), kCname, wire_name("b.elsewhere.test")),
+		 rr(wire_name("b.elsewhere.test"), kA, ip4("10.77.6.1")),
+		 rr(wire_name("b.elsewhere.test"), kA, ip4("10.77.6.2"))};
 	answers.push_back(a);
 	// 1: the question's own address, then addresses of other owners: evil.example and another allowed name.
 	a = answer(qw);
@@ -615,9 +630,23 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 	a = answer(wire_name("Q.Allowed.TEST"));
 	{
 		size_t t1 = a.next_rdata(ptr(kQ));
-		a.rrs.push_back(rr(ptr(kQ), kCname, std::string("\x01" "A", 2) + ptr(kAllowed)));
-		a.rrs.push_back(rr(ptr(t1), kCname, std::string("\x01" "B", 2) + ptr(t1)));
-		a.rrs.push_back(rr(std::string("\x01" "b" "\x01" "a", 4) + ptr(kAllowed), kA, ip4("10.77.6.6")));
+		a.rrs.push_back(rr(ptr(kQ), kCname,
+				   std::string("\x01"
+					       "A",
+					       2) +
+					   ptr(kAllowed)));
+		a.rrs.push_back(rr(ptr(t1), kCname,
+				   std::string("\x01"
+					       "B",
+					       2) +
+					   ptr(t1)));
+		a.rrs.push_back(rr(std::string("\x01"
+					       "b"
+					       "\x01"
+					       "a",
+					       4) +
+					   ptr(kAllowed),
+				   kA, ip4("10.77.6.6")));
 	}
 	answers.push_back(a);
 	// 3: an owner that points at itself.
@@ -633,13 +662,18 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 	a = answer(qw);
 	{
 		size_t t = a.next_rdata(ptr(kQ));
-		a.rrs.push_back(rr(ptr(kQ), kCname, std::string("\x01" "a", 2) + ptr(t)));
+		a.rrs.push_back(rr(ptr(kQ), kCname,
+				   std::string("\x01"
+					       "a",
+					       2) +
+					   ptr(t)));
 		a.rrs.push_back(rr(ptr(t), kA, ip4("10.77.6.11")));
 	}
 	answers.push_back(a);
 	// 6: in order: b's address before the CNAME that leads to b is off the chain; after it, on it.
 	a = answer(qw);
-	a.rrs = {rr(wire_name("b.allowed.test"), kA, ip4("10.77.6.7")), rr(ptr(kQ), kCname, wire_name("b.allowed.test")),
+	a.rrs = {rr(wire_name("b.allowed.test"), kA, ip4("10.77.6.7")),
+		 rr(ptr(kQ), kCname, wire_name("b.allowed.test")),
 		 rr(wire_name("b.allowed.test"), kA, ip4("10.77.6.8"))};
 	answers.push_back(a);
 	// 7: a CNAME whose owner is off the chain moves nothing: its target's address is off the chain too.
@@ -671,8 +705,8 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 		replies += " " + hex(udp4(kResolver, kSandboxIp, 53, 46000 + i, answers[i].bytes()));
 	}
 	const std::vector<std::pair<std::string, int>> connects = {
-		{"10.77.6.1", 1}, {"10.77.6.2", 1}, {"10.77.6.3", 1}, {"10.77.6.4", 0}, {"10.77.6.5", 0},
-		{"10.77.6.6", 1}, {"10.77.6.7", 0}, {"10.77.6.8", 1}, {"10.77.6.9", 0}, {"10.77.6.11", 0},
+		{"10.77.6.1", 1},  {"10.77.6.2", 1},  {"10.77.6.3", 1}, {"10.77.6.4", 0}, {"10.77.6.5", 0},
+		{"10.77.6.6", 1},  {"10.77.6.7", 0},  {"10.77.6.8", 1}, {"10.77.6.9", 0}, {"10.77.6.11", 0},
 		{"10.77.6.12", 0}, {"10.77.6.13", 0}, {"10.77.6.14", 1}};
 	std::string syns;
 	for (size_t i = 0; i < connects.size(); i++)
@@ -681,9 +715,9 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 	for (const auto& arg : env().airlock_argv({"status", "--json"}))
 		status += "'" + arg + "' ";
 	std::string progs = env().bpf_dir + "/progs/";
-	std::string script = fmt::format("{0} {1}al_egress{2} && {0} {1}al_ingress{3} && {0} {1}al_egress{4} && {5} > {6}\n",
-					 AIRLOCK_SKB_TESTRUN, progs, queries, replies, syns, status,
-					 env().path("status.json"));
+	std::string script = fmt::format(
+		"{0} {1}al_egress{2} && {0} {1}al_ingress{3} && {0} {1}al_egress{4} && {5} > {6}\n",
+		AIRLOCK_SKB_TESTRUN, progs, queries, replies, syns, status, env().path("status.json"));
 	RunSpec rs;
 	rs.policy = policy_;
 	rs.name = "c" + env().id;
@@ -698,7 +732,8 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 	for (size_t i = 0; i < answers.size(); i++)
 		EXPECT_EQ(r.out_json[1]["results"][i]["retval"], delivered[i]) << "answer " << i;
 	for (size_t i = 0; i < connects.size(); i++)
-		EXPECT_EQ(r.out_json[2]["results"][i]["retval"], connects[i].second) << "connect to " << connects[i].first;
+		EXPECT_EQ(r.out_json[2]["results"][i]["retval"], connects[i].second)
+			<< "connect to " << connects[i].first;
 
 	std::set<std::string> learned, off_chain, malformed;
 	for (const auto& j : events(env().audit(), "dns-answer")) {
@@ -716,7 +751,7 @@ TEST_F(DnsParser, AnswersTeachOnlyAlongTheChain)
 	}
 	auto lines = env().audit();
 	EXPECT_EQ(learned, (std::set<std::string>{"10.77.6.1", "10.77.6.2", "10.77.6.3", "10.77.6.6", "10.77.6.8",
-						    "10.77.6.14"}))
+						  "10.77.6.14"}))
 		<< dump_lines(lines);
 	EXPECT_EQ(off_chain, (std::set<std::string>{"10.77.6.4", "10.77.6.5", "fd77::66", "10.77.6.7", "10.77.6.12"}))
 		<< dump_lines(lines);

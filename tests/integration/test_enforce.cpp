@@ -37,9 +37,21 @@ protected:
 		bool keep_caps = false;
 		bool log_allowed = false;
 		std::string policy;  // default: base policy
-		Opts& caps() { keep_caps = true; return *this; }
-		Opts& allowed() { log_allowed = true; return *this; }
-		Opts& with(const std::string& p) { policy = p; return *this; }
+		Opts& caps()
+		{
+			keep_caps = true;
+			return *this;
+		}
+		Opts& allowed()
+		{
+			log_allowed = true;
+			return *this;
+		}
+		Opts& with(const std::string& p)
+		{
+			policy = p;
+			return *this;
+		}
 	};
 
 	RunResult sandboxed(const std::string& name, const std::vector<std::string>& cmd, Opts o)
@@ -162,8 +174,8 @@ TEST_F(Enforce, SendmmsgIsJudgedPerMessage)
 		    d2 = env().marker("mm-d2"), a3 = env().marker("mm-a3");
 	rr_name_ = sandbox("mmsg");
 	auto rr = sandboxed(rr_name_, env().py("sendmmsg.py", {dest4(kAllowed4, 9004), a1, dest4(kDenied4, 9005), d1,
-							      dest4(kAllowed4, 9006), a2, dest4(kDenied4, 9007), d2,
-							      dest4(kAllowed4, 9008), a3}));
+							       dest4(kAllowed4, 9006), a2, dest4(kDenied4, 9007), d2,
+							       dest4(kAllowed4, 9008), a3}));
 	expect_allowed(rr, a1, kAllowed4, 9004);
 	expect_allowed(rr, a2, kAllowed4, 9006);
 	expect_allowed(rr, a3, kAllowed4, 9008);
@@ -177,8 +189,8 @@ TEST_F(Enforce, TcpFastOpen)
 	// checks that), so a connect hook skipped by MSG_FASTOPEN would leak.
 	std::string a = env().marker("tfo-a"), d = env().marker("tfo-d");
 	rr_name_ = sandbox("tfo");
-	auto rr = sandboxed(rr_name_, env().py("tcp_send.py", {"--fastopen", dest4(kAllowed4, 9009), a,
-							      dest4(kDenied4, 9010), d}));
+	auto rr = sandboxed(rr_name_, env().py("tcp_send.py",
+					       {"--fastopen", dest4(kAllowed4, 9009), a, dest4(kDenied4, 9010), d}));
 	expect_allowed(rr, a, kAllowed4, 9009);
 	Match m = Violation("connect4", "no-rule", kDenied4, 9010);
 	m.protocol = "tcp";
@@ -190,7 +202,7 @@ TEST_F(Enforce, ConnectedUdp)
 	std::string a = env().marker("cudp-a"), d = env().marker("cudp-d");
 	rr_name_ = sandbox("cudp");
 	auto rr = sandboxed(rr_name_, env().py("udp_send.py", {"--mode", "connect", dest4(kAllowed4, 9011), a,
-							      dest4(kDenied4, 9012), d}));
+							       dest4(kDenied4, 9012), d}));
 	expect_allowed(rr, a, kAllowed4, 9011);
 	Match m = Violation("connect4", "no-rule", kDenied4, 9012);
 	m.protocol = "udp";
@@ -205,7 +217,7 @@ TEST_F(Enforce, ConnectedUdpWithTosCmsgPasses)
 	std::string a4 = env().marker("tos-a4"), a6 = env().marker("tos-a6");
 	rr_name_ = sandbox("tos");
 	auto rr = sandboxed(rr_name_, env().py("udp_send.py", {"--mode", "cmsg", dest4(kAllowed4, 9013), a4,
-							      dest6(kAllowed6, 9014), a6}));
+							       dest6(kAllowed6, 9014), a6}));
 	expect_allowed(rr, a4, kAllowed4, 9013);
 	expect_allowed(rr, a6, kAllowed6, 9014);
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
@@ -222,7 +234,7 @@ TEST_F(Enforce, V4MappedTcpIsJudgedAsIpv4)
 	std::string a = env().marker("map-tcp-a"), d = env().marker("map-tcp-d");
 	rr_name_ = sandbox("maptcp");
 	auto rr = sandboxed(rr_name_, env().py("tcp_send.py", {dest6("::ffff:10.77.0.2", 9016), a,
-							      dest6("::ffff:10.77.0.3", 9017), d}));
+							       dest6("::ffff:10.77.0.3", 9017), d}));
 	expect_allowed(rr, a, kAllowed4, 9016);
 	expect_denied(rr, d, Violation("connect6", "no-rule", kDenied4, 9017));
 }
@@ -233,7 +245,7 @@ TEST_F(Enforce, V4MappedUdpIsJudgedAsIpv4)
 	std::string a = env().marker("map-udp-a"), d = env().marker("map-udp-d");
 	rr_name_ = sandbox("mapudp");
 	auto rr = sandboxed(rr_name_, env().py("udp_send.py", {dest6("::ffff:10.77.0.2", 9018), a,
-							      dest6("::ffff:10.77.0.3", 9019), d}));
+							       dest6("::ffff:10.77.0.3", 9019), d}));
 	expect_allowed(rr, a, kAllowed4, 9018);
 	expect_denied(rr, d, Violation("sendmsg4", "no-rule", kDenied4, 9019));
 }
@@ -243,9 +255,9 @@ TEST_F(Enforce, Ipv6TcpAndUdp)
 	std::string ta = env().marker("v6-tcp-a"), td = env().marker("v6-tcp-d");
 	std::string ua = env().marker("v6-udp-a"), ud = env().marker("v6-udp-d");
 	rr_name_ = sandbox("v6");
-	auto rr = sandboxed(rr_name_,
-			    Sequence({env().py("tcp_send.py", {dest6(kAllowed6, 9020), ta, dest6(kDenied6, 9021), td}),
-				      env().py("udp_send.py", {dest6(kAllowed6, 9022), ua, dest6(kDenied6, 9023), ud})}));
+	auto rr = sandboxed(
+		rr_name_, Sequence({env().py("tcp_send.py", {dest6(kAllowed6, 9020), ta, dest6(kDenied6, 9021), td}),
+				    env().py("udp_send.py", {dest6(kAllowed6, 9022), ua, dest6(kDenied6, 9023), ud})}));
 	expect_allowed(rr, ta, kAllowed6, 9020);
 	expect_allowed(rr, ua, kAllowed6, 9022);
 	Match mt = Violation("connect6", "no-rule", kDenied6, 9021);
@@ -264,7 +276,8 @@ TEST_F(Enforce, Ipv4SourceRouteIsCaughtAtEgress)
 	rr_name_ = sandbox("lsrr");
 	auto rr = sandboxed(rr_name_,
 			    Sequence({env().py("srcroute.py", {"--via", kDenied4, dest4(kAllowed4, 9024), s}),
-				      env().py("srcroute.py", {"--strict", "--via", kDenied4, dest4(kAllowed4, 9025), ss}),
+				      env().py("srcroute.py",
+					       {"--strict", "--via", kDenied4, dest4(kAllowed4, 9025), ss}),
 				      env().py("udp_send.py", {dest4(kAllowed4, 9026), a})}),
 			    Opts().caps());  // setting IP_OPTIONS source routes needs CAP_NET_RAW
 	expect_allowed(rr, a, kAllowed4, 9026);
@@ -322,8 +335,9 @@ TEST_F(Enforce, PingSocketWithoutIcmpRuleIsRefused)
 {
 	std::string m4 = env().marker("ping4"), m6 = env().marker("ping6");
 	rr_name_ = sandbox("ping");
-	auto rr = sandboxed(rr_name_, Sequence({env().py("ping.py", {kAllowed4, m4}),
-						env().py("ping.py", {"--family", "6", kAllowed6, m6})}),
+	auto rr = sandboxed(rr_name_,
+			    Sequence({env().py("ping.py", {kAllowed4, m4}),
+				      env().py("ping.py", {"--family", "6", kAllowed6, m6})}),
 			    Opts().caps());
 	ASSERT_EQ(rr.out_json.size(), 2u) << rr.describe();
 	for (const auto& j : rr.out_json) {
@@ -348,8 +362,7 @@ TEST_F(Enforce, PingWithIcmpRuleReachesOnlyTheAllowedHost)
 	std::string pf = env().write_policy("icmp.json", p);
 	std::string a = env().marker("echo-a"), d = env().marker("echo-d");
 	rr_name_ = sandbox("icmp");
-	auto rr = sandboxed(rr_name_, env().py("ping.py", {kAllowed4, a, kDenied4, d}),
-			    Opts().caps().with(pf));
+	auto rr = sandboxed(rr_name_, env().py("ping.py", {kAllowed4, a, kDenied4, d}), Opts().caps().with(pf));
 	json out = rr.last();
 	ASSERT_TRUE(out.value("created", false)) << "ping socket refused despite the ICMP rule\n" << rr.describe();
 	json ra = ResultFor(rr, a), rd = ResultFor(rr, d);
@@ -415,7 +428,7 @@ TEST_F(Enforce, ForkedDaemonIsEnforcedAndKilledAtExit)
 	std::string a = env().marker("daemon-a"), d = env().marker("daemon-d");
 	rr_name_ = sandbox("daemon");
 	auto rr = sandboxed(rr_name_, env().py("daemon.py", {"--report", env().path("daemon.json"), "--linger", "60",
-							    dest4(kDenied4, 9036), d, dest4(kAllowed4, 9037), a}));
+							     dest4(kDenied4, 9036), d, dest4(kAllowed4, 9037), a}));
 	json out = rr.last();
 	ASSERT_TRUE(out.contains("daemon_pid")) << rr.describe();
 	pid_t dpid = out["daemon_pid"].get<pid_t>();
@@ -474,7 +487,8 @@ TEST_F(Enforce, PortRangesIncludeBothEndsAndNothingPast)
 {
 	json p = {{"version", 1},
 		  {"name", "it-ports"},
-		  {"rules", json::array({json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", {"9010-9012", 9020}}}})}};
+		  {"rules",
+		   json::array({json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", {"9010-9012", 9020}}}})}};
 	std::string pf = env().write_policy("ports.json", p);
 	for (const std::string proto : {"tcp", "udp"}) {
 		SCOPED_TRACE(proto);
@@ -490,7 +504,8 @@ TEST_F(Enforce, PortRangesIncludeBothEndsAndNothingPast)
 		for (int port : {9010, 9012, 9020})
 			expect_allowed(rr, marker[port], kAllowed4, port);
 		for (int port : {9009, 9013, 9019, 9021})
-			expect_denied(rr, marker[port], Violation(proto == "tcp" ? "connect4" : "sendmsg4", "no-rule", kAllowed4, port));
+			expect_denied(rr, marker[port],
+				      Violation(proto == "tcp" ? "connect4" : "sendmsg4", "no-rule", kAllowed4, port));
 	}
 }
 

@@ -31,7 +31,8 @@ TEST_F(Events, FloodLosesOnlyItsOwnEventsAndCountersStayExact)
 			return s && (*s)["counters"]["violations"].get<uint64_t>() > 1000;
 		},
 		20s))
-		<< "the flood never got going\n" << run.describe();
+		<< "the flood never got going\n"
+		<< run.describe();
 	std::string m = env().marker("beside-flood");
 	RunSpec o;
 	o.policy = policy;

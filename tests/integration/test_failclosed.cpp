@@ -25,10 +25,10 @@ TEST_F(FailClosed, AgentKilledEnforcementStaysNewAgentAdoptsKillCleansUp)
 	RunSpec s;
 	s.policy = policy;
 	s.name = orphan;
-	s.cmd = env().py("loop.py", {"--proto", "udp", "--allowed", dest4(kAllowed4, 9000), "--denied",
-				     dest4(kDenied4, 9001), "--prefix", prefix, "--progress", env().path("loop.json"),
-				     "--stop", env().path("stop"), "--max", "100000", "--seconds", "25", "--interval",
-				     "0.005"});
+	s.cmd = env().py("loop.py",
+			 {"--proto", "udp", "--allowed", dest4(kAllowed4, 9000), "--denied", dest4(kDenied4, 9001),
+			  "--prefix", prefix, "--progress", env().path("loop.json"), "--stop", env().path("stop"),
+			  "--max", "100000", "--seconds", "25", "--interval", "0.005"});
 	Proc& runner = env().start_run(s);
 	ASSERT_TRUE(wait_until([&] { return iterations("loop.json") >= 5 || !runner.running(); }, 10s))
 		<< runner.describe();
@@ -44,7 +44,9 @@ TEST_F(FailClosed, AgentKilledEnforcementStaysNewAgentAdoptsKillCleansUp)
 	EXPECT_EQ(st->value("runner_pid", -1), runner.pid()) << st->dump();
 	EXPECT_TRUE(st->value("runner_alive", false)) << st->dump();
 	// Violations before the kill are in the audit log.
-	ASSERT_TRUE(wait_until([&] { return !decisions(env().audit(), Violation("sendmsg4", "no-rule", kDenied4, 9001)).empty(); }, 5s))
+	ASSERT_TRUE(wait_until(
+		[&] { return !decisions(env().audit(), Violation("sendmsg4", "no-rule", kDenied4, 9001)).empty(); },
+		5s))
 		<< dump_lines(env().audit());
 
 	// kill -9 the agent, by its PID.

@@ -50,7 +50,8 @@ protected:
 		return argv;
 	}
 
-	static std::vector<json> of(const std::vector<json>& lines, const std::string& sandbox, const std::string& event)
+	static std::vector<json> of(const std::vector<json>& lines, const std::string& sandbox,
+				    const std::string& event)
 	{
 		std::vector<json> out;
 		for (const auto& j : lines)
@@ -114,8 +115,8 @@ TEST_F(Flood, DeniedConnectFloodIsAggregatedAndCountedExactly)
 	EXPECT_LE(reported.size(), size_t(kBurst + kPerSecond * (flood_s + 1))) << "flood took " << flood_s << " s";
 	EXPECT_GE(reported.size(), size_t(kBurst)) << "the burst was not reported";
 	EXPECT_LE(summaries, size_t(flood_s + 2)) << "more than one summary a second";
-	EXPECT_EQ(reported.size() + summed, uint64_t(kN))
-		<< reported.size() << " decision lines and " << summed << " suppressed in " << summaries << " summaries";
+	EXPECT_EQ(reported.size() + summed, uint64_t(kN)) << reported.size() << " decision lines and " << summed
+							  << " suppressed in " << summaries << " summaries";
 	EXPECT_EQ(suppressed_counter, summed) << "status and the summaries disagree";
 	std::cerr << "[ flood ] " << kN << " denied connects in " << flood_s << " s: " << reported.size()
 		  << " decision lines, " << summed << " counted in " << summaries << " summary lines\n";
@@ -170,8 +171,7 @@ TEST_F(Flood, LatchingViolationIsReportedDuringAFloodOfTheSameKind)
 	s.policy = deny;
 	s.name = name;
 	s.user = "nobody";
-	s.cmd = env().py("connect_flood.py",
-			 {dest4(kDenied4, kPortLo + 2), marker, "1", "--until", shared("never")});
+	s.cmd = env().py("connect_flood.py", {dest4(kDenied4, kPortLo + 2), marker, "1", "--until", shared("never")});
 	Proc& run = env().start_run(s);
 	ASSERT_TRUE(wait_until(
 		[&] {
@@ -179,7 +179,8 @@ TEST_F(Flood, LatchingViolationIsReportedDuringAFloodOfTheSameKind)
 			return st && (*st)["counters"]["events_suppressed"].get<uint64_t>() > 200;
 		},
 		20s))
-		<< "the flood's events were never held back\n" << run.describe();
+		<< "the flood's events were never held back\n"
+		<< run.describe();
 	Result r = env().airlock({"reload", name, freeze});
 	ASSERT_EQ(r.status, 0) << r.describe();
 	std::string cg = env().sandbox_cgroup(name);
@@ -189,7 +190,8 @@ TEST_F(Flood, LatchingViolationIsReportedDuringAFloodOfTheSameKind)
 			return ev && (*ev)["frozen"] == "1";
 		},
 		10s))
-		<< "the flood's next denial did not freeze the sandbox\n" << run.describe();
+		<< "the flood's next denial did not freeze the sandbox\n"
+		<< run.describe();
 	Match v = Violation("connect4", "no-rule", kDenied4, kPortLo + 2);
 	v.latched = true;
 	EXPECT_TRUE(wait_until([&] { return !decisions(env().audit(), v).empty(); }, 5s));

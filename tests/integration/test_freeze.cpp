@@ -34,9 +34,13 @@ protected:
 		RunSpec s;
 		s.policy = policy;
 		s.name = name;
-		std::vector<std::string> args = {"--dir", dir(), "--allowed", dest4(kAllowed4, 9000), "--violation",
-						 dest4(kDenied4, 9001), "--allowed-tcp", dest4(kAllowed4, 9002),
-						 "--prefix", prefix, "--post", "20", "--seconds", "25"};
+		std::vector<std::string> args = {"--dir",         dir(),
+						 "--allowed",     dest4(kAllowed4, 9000),
+						 "--violation",   dest4(kDenied4, 9001),
+						 "--allowed-tcp", dest4(kAllowed4, 9002),
+						 "--prefix",      prefix,
+						 "--post",        "20",
+						 "--seconds",     "25"};
 		if (uring) {
 			args.push_back("--uring");
 			args.push_back(uring_connect_bin());
@@ -65,9 +69,7 @@ protected:
 	{
 		long m0 = read_counter(dir() + "/hb.main"), c0 = read_counter(dir() + "/hb.child");
 		return wait_until(
-			[&] {
-				return read_counter(dir() + "/hb.main") > m0 && read_counter(dir() + "/hb.child") > c0;
-			},
+			[&] { return read_counter(dir() + "/hb.main") > m0 && read_counter(dir() + "/hb.child") > c0; },
 			within);
 	}
 
@@ -114,8 +116,10 @@ protected:
 		Proc& runner = env().start_run(s);
 		ASSERT_TRUE(wait_until([&] { return exists(dir() + "/ready") || !runner.running(); }, 10s))
 			<< runner.describe();
-		ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-TCP", 1, 5s)) << "the TCP flow never carried its first bytes";
-		ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-UDP", 1, 5s)) << "the UDP flow never carried its first bytes";
+		ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-TCP", 1, 5s))
+			<< "the TCP flow never carried its first bytes";
+		ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-UDP", 1, 5s))
+			<< "the UDP flow never carried its first bytes";
 		runner.signal(SIGKILL);
 		ASSERT_TRUE(runner.reap_now(5s));
 	}
@@ -143,7 +147,8 @@ TEST_F(Freeze, ViolationFreezesEverythingThawResumesKillEnds)
 	auto go = std::chrono::steady_clock::now();
 	write_file(dir() + "/go", "");
 	ASSERT_TRUE(wait_until([&] { return is_frozen(cg, true); }, 5s))
-		<< "cgroup.events never said frozen 1\n" << read_file(cg + "/cgroup.events") << runner.describe();
+		<< "cgroup.events never said frozen 1\n"
+		<< read_file(cg + "/cgroup.events") << runner.describe();
 	expect_both_frozen();
 
 	// Nothing after the violation reached the sink (the fence comes from
@@ -270,7 +275,7 @@ TEST_F(Freeze, ACgroupThatNeverReachesFrozenIsReportedAsFreezeFailed)
 		<< dump_lines(env().audit()) << read_file(cg + "/cgroup.events");
 	double seen_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - go).count();
 	EXPECT_TRUE(events(env().audit(), "frozen").empty()) << "reported frozen while cgroup.events said frozen 0\n"
-							      << dump_lines(env().audit());
+							     << dump_lines(env().audit());
 	json ff = events(env().audit(), "freeze-failed").front();
 	EXPECT_EQ(ff.value("sandbox", ""), name) << ff.dump();
 	ASSERT_TRUE(ff.contains("latency_us") && ff["latency_us"].is_number()) << ff.dump();
@@ -379,14 +384,16 @@ TEST_F(Freeze, TheLatchAloneStopsFlowsOpenedBeforeAndNewSockets)
 	auto after = env().status_of(name);
 	ASSERT_TRUE(after);
 	const json& reasons = (*after)["counters"]["reasons"];
-	EXPECT_GE(reasons.value("quarantined", 0), 3) << "the new socket and both sends are latch denials: " << after->dump();
+	EXPECT_GE(reasons.value("quarantined", 0), 3)
+		<< "the new socket and both sends are latch denials: " << after->dump();
 	// Killed, the probe leaves its TCP socket, POST-TCP in its send queue,
 	// to the kernel: it is ended before the programs are detached (from
 	// `airlock kill`, outside the probe's network namespace), and none is
 	// left to send it.
 	Result k = env().airlock({"kill", name});
 	EXPECT_EQ(k.status, 0) << k.describe();
-	EXPECT_NE(k.err.find(name + ": 1 TCP socket(s) of its cgroup ended in net:["), std::string::npos) << k.describe();
+	EXPECT_NE(k.err.find(name + ": 1 TCP socket(s) of its cgroup ended in net:["), std::string::npos)
+		<< k.describe();
 	EXPECT_EQ(TcpSocketsTo(env(), 9003), "");
 	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-TCP"));
 }
@@ -512,8 +519,9 @@ protected:
 		s.policy = env().write_policy(on_violation + ".json", base_policy("it-stop", on_violation));
 		s.name = name;
 		s.user = "nobody";
-		s.cmd = env().py("stop_client.py", {"--dir", dir_, "--violation", dest4(kDenied4, 9010), "--marker",
-						    marker, "--allowed", dest4(kAllowed4, 9011), "--allowed-marker", after});
+		s.cmd = env().py("stop_client.py",
+				 {"--dir", dir_, "--violation", dest4(kDenied4, 9010), "--marker", marker, "--allowed",
+				  dest4(kAllowed4, 9011), "--allowed-marker", after});
 		Proc& p = env().start_run(s);
 		EXPECT_TRUE(wait_until([&] { return exists(file("pid")) || !p.running(); }, 10s)) << p.describe();
 		if (exists(file("pid")))  // its pid in its own PID namespace

@@ -166,15 +166,19 @@ TEST_F(Metrics, PrometheusScrapesExactKernelCounters)
 	ASSERT_TRUE(wait_until(
 		[&] {
 			text = scrape(mport);
-			return sample(text, fmt::format("airlock_violations_total{{sandbox=\"{}\",kind=\"no-rule\"}}", a)) ==
-			       3.0;
+			return sample(text, fmt::format("airlock_violations_total{{sandbox=\"{}\",kind=\"no-rule\"}}",
+							a)) == 3.0;
 		},
 		10s))
 		<< text;
-	EXPECT_EQ(sample(text, fmt::format("airlock_decisions_total{{sandbox=\"{}\",hook=\"sendmsg4\",verdict=\"allow\"}}", a)),
+	EXPECT_EQ(sample(text,
+			 fmt::format("airlock_decisions_total{{sandbox=\"{}\",hook=\"sendmsg4\",verdict=\"allow\"}}",
+				     a)),
 		  1.0)
 		<< text;
-	EXPECT_EQ(sample(text, fmt::format("airlock_decisions_total{{sandbox=\"{}\",hook=\"sendmsg4\",verdict=\"deny\"}}", a)),
+	EXPECT_EQ(sample(text,
+			 fmt::format("airlock_decisions_total{{sandbox=\"{}\",hook=\"sendmsg4\",verdict=\"deny\"}}",
+				     a)),
 		  3.0);
 	EXPECT_EQ(sample(text, fmt::format("airlock_sandbox_frozen{{sandbox=\"{}\"}}", b)), 1.0) << text;
 	EXPECT_EQ(sample(text, fmt::format("airlock_sandbox_frozen{{sandbox=\"{}\"}}", a)), 0.0) << text;
@@ -192,8 +196,8 @@ TEST_F(Metrics, PrometheusScrapesExactKernelCounters)
 	Proc& prom = start_prometheus(mport, pport);
 	ASSERT_TRUE(wait_until(
 		[&] {
-			return query(pport, fmt::format("airlock_violations_total{{sandbox=\"{}\",kind=\"no-rule\"}}", a)) ==
-			       3.0;
+			return query(pport, fmt::format("airlock_violations_total{{sandbox=\"{}\",kind=\"no-rule\"}}",
+							a)) == 3.0;
 		},
 		30s, 200ms))
 		<< prom.describe();
@@ -204,9 +208,10 @@ TEST_F(Metrics, PrometheusScrapesExactKernelCounters)
 	// The shipped alerting rules fire on these real violations.
 	EXPECT_TRUE(wait_until(
 		[&] {
-			return query(pport, fmt::format("ALERTS{{alertname=\"AirlockSandboxFrozen\",alertstate=\"firing\","
-							"sandbox=\"{}\"}}",
-							b)) == 1.0;
+			return query(pport,
+				     fmt::format("ALERTS{{alertname=\"AirlockSandboxFrozen\",alertstate=\"firing\","
+						 "sandbox=\"{}\"}}",
+						 b)) == 1.0;
 		},
 		20s, 250ms))
 		<< prom.describe();
@@ -257,9 +262,12 @@ TEST_F(Metrics, EverySeriesExistsFromTheStartAndNothingElseIsExposed)
 		<< text;
 	for (const char* kind : {"no-rule", "rule-deny", "dns-name", "family"})
 		EXPECT_EQ(sample(text, series_of("airlock_violations_total", fmt::format(",kind=\"{}\"", kind))), 0.0)
-			<< kind << "\n" << text;
-	EXPECT_EQ(sample(text, fmt::format("airlock_policy_reloads_total{{result=\"ok\",sandbox=\"{}\"}}", b)), 0.0) << text;
-	EXPECT_EQ(sample(text, fmt::format("airlock_policy_reloads_total{{result=\"error\",sandbox=\"{}\"}}", b)), 0.0) << text;
+			<< kind << "\n"
+			<< text;
+	EXPECT_EQ(sample(text, fmt::format("airlock_policy_reloads_total{{result=\"ok\",sandbox=\"{}\"}}", b)), 0.0)
+		<< text;
+	EXPECT_EQ(sample(text, fmt::format("airlock_policy_reloads_total{{result=\"error\",sandbox=\"{}\"}}", b)), 0.0)
+		<< text;
 	EXPECT_EQ(sample(text, series_of("airlock_events_suppressed_total", ",hook=\"connect4\"")), 0.0) << text;
 	EXPECT_GT(sample(text, "process_cpu_seconds_total").value_or(-1), 0.0) << text;
 	EXPECT_GT(sample(text, "process_resident_memory_bytes").value_or(-1), 1e6) << text;
@@ -275,10 +283,12 @@ TEST_F(Metrics, EverySeriesExistsFromTheStartAndNothingElseIsExposed)
 	Result check = run({"promtool", "check", "metrics"}, 20s, text);
 	EXPECT_EQ(check.status, 0) << check.describe();
 
-	Result re = env().airlock({"reload", b, env().write_policy("b2.json", base_policy("it-metrics-info2", "kill"))});
+	Result re = env().airlock(
+		{"reload", b, env().write_policy("b2.json", base_policy("it-metrics-info2", "kill"))});
 	ASSERT_EQ(re.status, 0) << re.describe();
 	text = scrape(mport);
-	EXPECT_EQ(sample(text, fmt::format("airlock_policy_reloads_total{{result=\"ok\",sandbox=\"{}\"}}", b)), 1.0) << text;
+	EXPECT_EQ(sample(text, fmt::format("airlock_policy_reloads_total{{result=\"ok\",sandbox=\"{}\"}}", b)), 1.0)
+		<< text;
 	EXPECT_EQ(sample(text, series_of("airlock_sandbox_info",
 					 ",policy=\"it-metrics-info2\",mode=\"enforce\",on_violation=\"kill\"")),
 		  1.0)
@@ -343,7 +353,8 @@ TEST_F(Metrics, AWorldSandboxsProxyAndBudgetsAreSeries)
 	double sent = static_cast<double>(dg.size());
 	for (const auto& m : {g1, g2})
 		sent += static_cast<double>(
-			fmt::format("GET /world/{} HTTP/1.1\r\nHost: 10.77.0.3:80\r\nConnection: close\r\n\r\n", m).size());
+			fmt::format("GET /world/{} HTTP/1.1\r\nHost: 10.77.0.3:80\r\nConnection: close\r\n\r\n", m)
+				.size());
 	EXPECT_EQ(sample(text, series("airlock_proxy_received_bytes_total")), sent) << text;
 	EXPECT_EQ(sample(text, series("airlock_sni_verdicts_total", ",verdict=\"pass\"")), 0.0) << text;
 	EXPECT_EQ(sample(text, series("airlock_sni_verdicts_total", ",verdict=\"deny\"")), 0.0) << text;
@@ -364,8 +375,8 @@ TEST_F(Metrics, AWorldSandboxsProxyAndBudgetsAreSeries)
 	// Prometheus scraping the daemon.
 	int pport = free_port();
 	Proc& prom = start_prometheus(mport, pport);
-	ASSERT_TRUE(wait_until([&] { return query(pport, series("airlock_proxy_connections_total")) == 2.0; }, 30s,
-			       200ms))
+	ASSERT_TRUE(
+		wait_until([&] { return query(pport, series("airlock_proxy_connections_total")) == 2.0; }, 30s, 200ms))
 		<< prom.describe();
 	EXPECT_EQ(query(pport, series("airlock_budget_used_bytes", ",rule=\"0\"")),
 		  static_cast<double>(budgeted.size()));
@@ -396,12 +407,14 @@ TEST_F(Metrics, ABusyPortStopsTheDaemonWithOneLine)
 	EXPECT_EQ(r.status, 1) << r.describe();
 	// The daemon's lines start with their time.
 	EXPECT_TRUE(std::regex_match(r.err, std::regex(R"(^\S+Z airlock error: metrics: cannot listen on )" + addr +
-							 R"(: Address already in use\n$)")))
+						       R"(: Address already in use\n$)")))
 		<< r.describe();
 	Result bad = env().airlock({"daemon", "--metrics", "localhost:x"}, 10s);
 	EXPECT_EQ(bad.status, 1) << bad.describe();
 	EXPECT_TRUE(std::regex_match(
-		bad.err, std::regex(R"(^\S+Z airlock error: metrics: metrics address 'localhost:x': 'x' is not a port \(1-65535\)\n$)")))
+		bad.err,
+		std::regex(
+			R"(^\S+Z airlock error: metrics: metrics address 'localhost:x': 'x' is not a port \(1-65535\)\n$)")))
 		<< bad.describe();
 }
 

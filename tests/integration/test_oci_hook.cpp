@@ -41,13 +41,12 @@ public:
 	explicit Podman(Env& env) : env_(env), dir_(env.path("podman")), cgroup_parent_(env.cgroup_parent + "-podman")
 	{
 		fs::create_directories(dir_ + "/hooks");
-		write_file(dir_ + "/containers.conf",
-			   "[containers]\n"
-			   "default_ulimits = []\n"
-			   "[engine]\n"
-			   "runtime = \"runc\"\n"
-			   "cgroup_manager = \"cgroupfs\"\n"
-			   "events_logger = \"file\"\n");
+		write_file(dir_ + "/containers.conf", "[containers]\n"
+						      "default_ulimits = []\n"
+						      "[engine]\n"
+						      "runtime = \"runc\"\n"
+						      "cgroup_manager = \"cgroupfs\"\n"
+						      "events_logger = \"file\"\n");
 		// The image: busybox-static and nothing else.
 		std::string rootfs = dir_ + "/rootfs";
 		fs::create_directories(rootfs + "/bin");
@@ -82,18 +81,12 @@ public:
 
 	std::vector<std::string> argv(const std::vector<std::string>& args) const
 	{
-		std::vector<std::string> a = {"env",
-					      "CONTAINERS_CONF=" + dir_ + "/containers.conf",
-					      "podman",
-					      "--root",
-					      dir_ + "/root",
-					      "--runroot",
-					      dir_ + "/run",
-					      "--tmpdir",
-					      dir_ + "/tmp",
-					      "--storage-driver",
-					      "vfs",
-					      "--hooks-dir",
+		std::vector<std::string> a = {"env",          "CONTAINERS_CONF=" + dir_ + "/containers.conf",
+					      "podman",       "--root",
+					      dir_ + "/root", "--runroot",
+					      dir_ + "/run",  "--tmpdir",
+					      dir_ + "/tmp",  "--storage-driver",
+					      "vfs",          "--hooks-dir",
 					      dir_ + "/hooks"};
 		a.insert(a.end(), args.begin(), args.end());
 		return a;
@@ -104,10 +97,14 @@ public:
 	Result run_container(const std::vector<std::string>& opts, const std::vector<std::string>& cmd,
 			     const std::string& input, const std::string& cidfile)
 	{
-		std::vector<std::string> a = {"run",	     "--rm",
-					      "-i",	     "--network",
-					      "ns:" + env_.topo->client_ns_path(), "--cgroup-parent",
-					      "/" + cgroup_parent_, "--cidfile",
+		std::vector<std::string> a = {"run",
+					      "--rm",
+					      "-i",
+					      "--network",
+					      "ns:" + env_.topo->client_ns_path(),
+					      "--cgroup-parent",
+					      "/" + cgroup_parent_,
+					      "--cidfile",
 					      cidfile};
 		a.insert(a.end(), opts.begin(), opts.end());
 		a.push_back(kImage);
@@ -164,7 +161,6 @@ protected:
 	{
 		return {"nc", "-w", "2", addr, std::to_string(port)};
 	}
-
 
 	std::unique_ptr<Podman> podman;
 };
@@ -272,8 +268,8 @@ TEST_F(OciHook, AnAnnotationThatIsNotAKnownPolicyNameStopsTheContainer)
 	};
 	for (const auto& c : cases) {
 		std::string m = env().marker("oci-bad");
-		Result r = podman->run_container({"--annotation", "io.airlock.policy=" + c.value}, nc_to(kAllowed4, 9005),
-						 m, env().path("c.cid"));
+		Result r = podman->run_container({"--annotation", "io.airlock.policy=" + c.value},
+						 nc_to(kAllowed4, 9005), m, env().path("c.cid"));
 		EXPECT_NE(r.status, 0) << c.value << ": " << r.describe();
 		EXPECT_NE(r.err.find(c.says), std::string::npos) << c.value << ": " << r.describe();
 		EXPECT_NE(r.err.find("the container is not started"), std::string::npos) << r.describe();
@@ -291,9 +287,10 @@ TEST_F(OciHook, AContainerStartedAgainAtOnceIsEnforcedAgain)
 	Proc& daemon = start_daemon_with_policies();
 	podman->install_hook({"oci-hook"}, false);
 	Result c = it::run(podman->argv({"create", "--name", "again-" + env().id, "--network",
-					  "ns:" + env().topo->client_ns_path(), "--cgroup-parent", "/" + env().cgroup_parent + "-podman",
-					  "--annotation", "io.airlock.policy=agent", "localhost/airlock-it-busybox:latest",
-					  "nc", "-w", "1", kDenied4, "9006"}),
+					 "ns:" + env().topo->client_ns_path(), "--cgroup-parent",
+					 "/" + env().cgroup_parent + "-podman", "--annotation",
+					 "io.airlock.policy=agent", "localhost/airlock-it-busybox:latest", "nc", "-w",
+					 "1", kDenied4, "9006"}),
 			   60s);
 	ASSERT_EQ(c.status, 0) << c.describe();
 	std::string id = c.out.substr(0, c.out.find('\n'));
@@ -325,13 +322,17 @@ TEST_F(OciHook, AContainerBelowAnotherSandboxIsRefused)
 	ASSERT_EQ(a.status, 0) << a.describe();
 	Proc& p = env().start({"/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec sleep 60", cg}, "p");
 	ASSERT_TRUE(wait_until([&] { return cgroup_pids(cg).size() == 1; }, 5s));
-	json state = {{"ociVersion", "1.0.2"}, {"id", "below0001"}, {"status", "creating"}, {"pid", p.pid()},
+	json state = {{"ociVersion", "1.0.2"},
+		      {"id", "below0001"},
+		      {"status", "creating"},
+		      {"pid", p.pid()},
 		      {"annotations", {{"io.airlock.policy", "agent"}}}};
 	Result r = it::run(env().airlock_argv({"oci-hook"}), 10s, state.dump());
 	EXPECT_EQ(r.status, 1) << r.describe();
-	EXPECT_NE(r.err.find(fmt::format("airlock oci-hook: container below0001: its cgroup {} is below sandbox 'slice{}' "
-					 "({}), whose policy decides there",
-					 cg, env().id, slice)),
+	EXPECT_NE(r.err.find(
+			  fmt::format("airlock oci-hook: container below0001: its cgroup {} is below sandbox 'slice{}' "
+				      "({}), whose policy decides there",
+				      cg, env().id, slice)),
 		  std::string::npos)
 		<< r.describe();
 	EXPECT_FALSE(env().status_of("ctr-below0001"));
@@ -346,12 +347,9 @@ TEST_F(OciHook, ACgroupSharedWithOtherProcessesIsRefused)
 	Proc& a = env().start({"/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec sleep 60", cg}, "a");
 	Proc& b = env().start({"/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec sleep 60", cg}, "b");
 	ASSERT_TRUE(wait_until([&] { return cgroup_pids(cg).size() == 2; }, 5s));
-	json state = {{"ociVersion", "1.0.2"},
-		      {"id", "shared0001"},
-		      {"status", "creating"},
-		      {"pid", a.pid()},
-		      {"bundle", "/nonexistent"},
-		      {"annotations", {{"io.airlock.policy", "agent"}}}};
+	json state = {{"ociVersion", "1.0.2"},    {"id", "shared0001"},
+		      {"status", "creating"},     {"pid", a.pid()},
+		      {"bundle", "/nonexistent"}, {"annotations", {{"io.airlock.policy", "agent"}}}};
 	Result r = it::run(env().airlock_argv({"oci-hook"}), 10s, state.dump());
 	EXPECT_EQ(r.status, 1) << r.describe();
 	EXPECT_NE(r.err.find(fmt::format("airlock oci-hook: container shared0001: its cgroup {} holds 1 other process "

@@ -71,7 +71,8 @@ TEST_F(Operator, AnAttachThatFailsLeavesNothingAttached)
 		EXPECT_FALSE(env().status_of(name));
 		if (daemon) {
 			EXPECT_TRUE(daemon->running()) << daemon->describe();
-			EXPECT_EQ(daemon->err().find(name + ": cannot supervise"), std::string::npos) << daemon->describe();
+			EXPECT_EQ(daemon->err().find(name + ": cannot supervise"), std::string::npos)
+				<< daemon->describe();
 			daemon->signal(SIGTERM);
 			EXPECT_TRUE(daemon->wait(10s)) << daemon->describe();
 		}
@@ -90,7 +91,7 @@ TEST_F(Operator, ARestartedDaemonAdoptsAFrozenSandboxAsItIs)
 				  "--audit-log", env().audit_path()});
 	ASSERT_EQ(a.status, 0) << a.describe();
 	Proc& client = env().start(inside(cg, Sequence({env().py("udp_send.py", {dest4(kDenied4, 9041), bad}),
-						       env().py("wait_file.py", {env().path("go"), "30"})})),
+							env().py("wait_file.py", {env().path("go"), "30"})})),
 				   "client");
 	ASSERT_TRUE(wait_until([&] { return events(env().audit(), "frozen").size() == 1; }, 10s))
 		<< first.describe() << dump_lines(env().audit());
@@ -103,7 +104,8 @@ TEST_F(Operator, ARestartedDaemonAdoptsAFrozenSandboxAsItIs)
 	// Either it says it adopted the sandbox, or it froze it a second time.
 	ASSERT_TRUE(wait_until(
 		[&] {
-			return second.err().find(adopted) != std::string::npos || events(env().audit(), "frozen").size() > 1;
+			return second.err().find(adopted) != std::string::npos ||
+			       events(env().audit(), "frozen").size() > 1;
 		},
 		10s))
 		<< second.describe();
@@ -135,9 +137,9 @@ TEST_F(Operator, EventsCarryEveryAuditLineOfTheDaemonsSandboxes)
 	std::string name = "e" + env().id;
 	std::string policy = env().write_policy("p.json", base_policy("it-op-events"));
 	for (const auto& args : std::vector<std::vector<std::string>>{{"sandbox", "create", name, "--policy", policy},
-								       {"thaw", name},
-								       {"kill", name},
-								       {"sandbox", "delete", name}}) {
+								      {"thaw", name},
+								      {"kill", name},
+								      {"sandbox", "delete", name}}) {
 		Result r = env().airlock(args);
 		ASSERT_EQ(r.status, 0) << r.describe();
 	}
@@ -163,10 +165,12 @@ TEST_F(Operator, RemovingADeclaredSandboxSaysItComesBack)
 	std::string cg = make_cgroup("decl");
 	json cfg = {{"metrics", "off"},
 		    {"audit_log", env().audit_path()},
-		    {"sandboxes", {{{"name", made}, {"policy", policy}}, {{"name", attached}, {"policy", policy}, {"cgroup", cg}}}}};
+		    {"sandboxes",
+		     {{{"name", made}, {"policy", policy}}, {{"name", attached}, {"policy", policy}, {"cgroup", cg}}}}};
 	std::string cfg_file = env().write_text("airlock.json", cfg.dump());
 	Proc& d = env().start(env().airlock_argv({"daemon", "--config", cfg_file}), "daemon");
-	ASSERT_TRUE(wait_until([&] { return env().status_of(made) && env().status_of(attached); }, 10s)) << d.describe();
+	ASSERT_TRUE(wait_until([&] { return env().status_of(made) && env().status_of(attached); }, 10s))
+		<< d.describe();
 	Result del = env().airlock({"sandbox", "delete", made});
 	EXPECT_EQ(del.status, 0) << del.describe();
 	EXPECT_NE(del.out.find(fmt::format("it is declared in {}, so the daemon makes it again within a second: remove "
@@ -197,7 +201,8 @@ TEST_F(Operator, DaemonLogLinesCarryTheirTimeOrAreJson)
 		EXPECT_TRUE(std::regex_match(l, text)) << l;
 	EXPECT_GE(n, 2u) << d.describe();  // "watching ..." and "signal 15, exiting"
 
-	Proc& j = env().start(env().airlock_argv({"--log-format", "json", "daemon", "--metrics", "off"}), "daemon-json");
+	Proc& j = env().start(env().airlock_argv({"--log-format", "json", "daemon", "--metrics", "off"}),
+			      "daemon-json");
 	ASSERT_TRUE(wait_until([&] { return j.err().find("watching") != std::string::npos || !j.running(); }, 10s));
 	j.signal(SIGTERM);
 	ASSERT_TRUE(j.wait(10s)) << j.describe();
@@ -207,7 +212,8 @@ TEST_F(Operator, DaemonLogLinesCarryTheirTimeOrAreJson)
 		json o = json::parse(l, nullptr, false);
 		ASSERT_TRUE(o.is_object()) << l;
 		EXPECT_EQ(o.size(), 3u) << l;
-		EXPECT_TRUE(std::regex_match(o.value("ts", ""), std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$)")))
+		EXPECT_TRUE(
+			std::regex_match(o.value("ts", ""), std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$)")))
 			<< l;
 		EXPECT_EQ(o.value("level", ""), "info") << l;
 		EXPECT_FALSE(o.value("msg", "").empty()) << l;
@@ -231,7 +237,9 @@ TEST_F(Operator, UninstallRemovesEverythingAirlockMade)
 	ASSERT_TRUE(wait_until([&] { return env().status_of(run_name).has_value(); }, 10s)) << runner.describe();
 	std::string cg = make_cgroup("uninst");
 	Proc& outside = env().start(inside(cg, env().py("wait_file.py", {env().path("never"), "60"})), "attached");
-	ASSERT_TRUE(wait_until([&] { return cgroup_events(cg).value_or(std::map<std::string, std::string>{})["populated"] == "1"; }, 10s));
+	ASSERT_TRUE(wait_until(
+		[&] { return cgroup_events(cg).value_or(std::map<std::string, std::string>{})["populated"] == "1"; },
+		10s));
 	Result a = env().airlock({"attach", "--cgroup", cg, "--policy", spec.policy, "--name", att});
 	ASSERT_EQ(a.status, 0) << a.describe();
 
@@ -305,7 +313,8 @@ TEST_F(Operator, ReadinessWaitsForTheDeclaredSandboxes)
 	std::string policy = env().path("p.json");  // written below
 	json cfg = {{"metrics", "off"},
 		    {"audit_log", env().audit_path()},
-		    {"sandboxes", {{{"name", name}, {"policy", policy}}, {{"name", later}, {"policy", policy}, {"cgroup", cg}}}}};
+		    {"sandboxes",
+		     {{{"name", name}, {"policy", policy}}, {{"name", later}, {"policy", policy}, {"cgroup", cg}}}}};
 	std::vector<std::string> argv = {"env", "NOTIFY_SOCKET=" + sock_path};
 	for (const auto& a : env().airlock_argv({"daemon", "--config", env().write_text("airlock.json", cfg.dump())}))
 		argv.push_back(a);

@@ -181,8 +181,8 @@ TEST_F(Oracle, RawPingAndUringArrive)
 TEST_F(Oracle, DaemonAndLoopArrive)
 {
 	std::string md = env().marker("o-daemon");
-	auto d = bare(env().py("daemon.py", {"--report", env().path("daemon.json"), "--linger", "0",
-					     dest4(kDenied4, 9016), md}));
+	auto d = bare(env().py("daemon.py",
+			       {"--report", env().path("daemon.json"), "--linger", "0", dest4(kDenied4, 9016), md}));
 	EXPECT_TRUE(d.last().contains("daemon_pid")) << d.describe();
 	expect_seen(md, true, true);
 	std::string prefix = "AIRLOCK-MARK-oloop-" + env().id;

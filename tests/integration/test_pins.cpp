@@ -185,8 +185,9 @@ TEST_F(Pins, PinsOfAnotherAbiAreRefusedWhileUsedAndReplacedOnceIdle)
 
 	// None does: the next agent replaces them with its own, and enforces.
 	std::string a = env().marker("abi-a"), den = env().marker("abi-d");
-	rr = env().run(
-		spec(fresh, policy, env().py("tcp_send.py", {dest4(kAllowed4, 9005), a, dest4(kDenied4, 9006), den})), 20s);
+	rr = env().run(spec(fresh, policy,
+			    env().py("tcp_send.py", {dest4(kAllowed4, 9005), a, dest4(kDenied4, 9006), den})),
+		       20s);
 	EXPECT_EQ(rr.r.status, 0) << rr.describe();
 	EXPECT_TRUE(Ok(ResultFor(rr, a))) << rr.describe();
 	EXPECT_EQ(Errno(ResultFor(rr, den)), "EPERM") << rr.describe();

@@ -35,7 +35,8 @@ json policy_c()
 {
 	return {{"version", 1},
 		{"name", "it-reload-c"},
-		{"rules", json::array({json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", {"9000-9004"}}}})}};
+		{"rules",
+		 json::array({json{{"action", "allow"}, {"cidr", "10.77.0.2/32"}, {"ports", {"9000-9004"}}}})}};
 }
 
 class Reload : public AirlockTest {
@@ -67,10 +68,10 @@ void Reload::swaps_under_load(const std::string& a, const std::string& b, int sw
 	RunSpec s;
 	s.policy = a;
 	s.name = name;
-	s.cmd = env().py("loop.py", {"--proto", "tcp", "--allowed", dest4(kAllowed4, 9000), "--denied",
-				     dest4(kDenied4, 9001), "--denied-every", "5", "--prefix", prefix, "--progress",
-				     env().path("loop.json"), "--stop", env().path("stop"), "--max", "100000", "--seconds",
-				     "120"});
+	s.cmd = env().py("loop.py",
+			 {"--proto", "tcp", "--allowed", dest4(kAllowed4, 9000), "--denied", dest4(kDenied4, 9001),
+			  "--denied-every", "5", "--prefix", prefix, "--progress", env().path("loop.json"), "--stop",
+			  env().path("stop"), "--max", "100000", "--seconds", "120"});
 	Proc& runner = env().start_run(s);
 	ASSERT_TRUE(wait_until([&] { return iterations() >= 20 || !runner.running(); }, 10s)) << runner.describe();
 	ASSERT_TRUE(runner.running()) << runner.describe();
@@ -165,8 +166,8 @@ TEST_F(Reload, BadFileIsRejectedOldPolicyStaysGoodFileTakesEffect)
 	s.policy = a_;
 	s.name = name;
 	s.cmd = Sequence({env().py("wait_file.py", {env().path("go1")}),
-			  env().py("tcp_send.py", {dest4(kAllowed4, 9010), a1, dest4(kAllowed4, 9011), o1,
-						   dest4(kDenied4, 9001), d1}),
+			  env().py("tcp_send.py",
+				   {dest4(kAllowed4, 9010), a1, dest4(kAllowed4, 9011), o1, dest4(kDenied4, 9001), d1}),
 			  env().py("wait_file.py", {env().path("go2")}),
 			  env().py("tcp_send.py", {dest4(kAllowed4, 9011), a2, dest4(kAllowed4, 9010), o2,
 						   dest4(kDenied4, 9002), d2})});
@@ -175,8 +176,8 @@ TEST_F(Reload, BadFileIsRejectedOldPolicyStaysGoodFileTakesEffect)
 		<< runner.describe();
 
 	// Bad files: rejected with the file and JSON path, exit 1, old policy stays.
-	std::string bad = env().write_text("bad.json",
-					   R"({"version":1,"name":"it-bad","rules":[{"action":"allow","cidr":"10.77.0.0/33"}]})");
+	std::string bad = env().write_text(
+		"bad.json", R"({"version":1,"name":"it-bad","rules":[{"action":"allow","cidr":"10.77.0.0/33"}]})");
 	Result r = env().airlock({"reload", name, bad});
 	EXPECT_EQ(r.status, 1) << r.describe();
 	EXPECT_NE(r.err.find(bad + ": rules/0/cidr"), std::string::npos) << r.describe();
@@ -196,7 +197,9 @@ TEST_F(Reload, BadFileIsRejectedOldPolicyStaysGoodFileTakesEffect)
 	write_file(env().path("go1"), "");
 	ASSERT_TRUE(wait_until([&] { return env().sink->count_data(a1) > 0 || !runner.running(); }, 10s));
 	// Wait for the whole first batch: the violation line of d1 comes last.
-	ASSERT_TRUE(wait_until([&] { return !decisions(env().audit(), Violation("connect4", "no-rule", kDenied4, 9001)).empty(); }, 5s))
+	ASSERT_TRUE(wait_until(
+		[&] { return !decisions(env().audit(), Violation("connect4", "no-rule", kDenied4, 9001)).empty(); },
+		5s))
 		<< dump_lines(env().audit());
 	EXPECT_TRUE(ArrivedIntact(env(), a1)) << "A's own port stopped working after a rejected reload";
 	EXPECT_TRUE(NothingArrived(env(), o1)) << "a rejected policy's port opened";
@@ -266,7 +269,8 @@ TEST_F(Reload, BytesADeniedConnectionHoldsNeverLeaveOnceTheSandboxIsGone)
 	RunSpec s;
 	s.policy = a_;
 	s.name = name;
-	s.cmd = env().py("udp_connected_wait.py", {"--tcp", "--dir", env().tmp, "--prefix", prefix, dest4(kAllowed4, 9006)});
+	s.cmd = env().py("udp_connected_wait.py",
+			 {"--tcp", "--dir", env().tmp, "--prefix", prefix, dest4(kAllowed4, 9006)});
 	Proc& runner = env().start_run(s);
 	ASSERT_TRUE(wait_until([&] { return exists(env().path("connected.json")) || !runner.running(); }, 10s))
 		<< runner.describe();
@@ -301,7 +305,12 @@ TEST_F(Reload, SighupReloadsThePolicyFile)
 			  env().py("wait_file.py", {env().path("go")}),
 			  env().py("tcp_send.py", {dest4(kAllowed4, 9011), after})});
 	Proc& runner = env().start_run(s);
-	ASSERT_TRUE(wait_until([&] { return !decisions(env().audit(), Violation("connect4", "no-rule", kAllowed4, 9011)).empty() || !runner.running(); }, 10s))
+	ASSERT_TRUE(wait_until(
+		[&] {
+			return !decisions(env().audit(), Violation("connect4", "no-rule", kAllowed4, 9011)).empty() ||
+			       !runner.running();
+		},
+		10s))
 		<< runner.describe();
 	env().write_policy("hup.json", policy_b());
 	runner.signal(SIGHUP);

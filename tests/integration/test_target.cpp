@@ -30,9 +30,10 @@ protected:
 		std::filesystem::create_directories(sim_cgroup_);
 		records_ = env().path("target.jsonl");
 		std::string ready = env().path("target.ready");
-		std::vector<std::string> argv = {"sh", "-c", "echo $$ > \"$0\"/cgroup.procs && exec \"$@\"", sim_cgroup_};
-		std::vector<std::string> sim = {python(), client_script("target_sim.py"), std::to_string(port), records_,
-						ready};
+		std::vector<std::string> argv = {"sh", "-c", "echo $$ > \"$0\"/cgroup.procs && exec \"$@\"",
+						 sim_cgroup_};
+		std::vector<std::string> sim = {python(), client_script("target_sim.py"), std::to_string(port),
+						records_, ready};
 		if (!mode.empty())
 			sim.push_back(mode);
 		for (const auto& a : env().topo->in_client(sim))
@@ -45,15 +46,19 @@ protected:
 	json target_policy(int port, const std::string& protocol = "")
 	{
 		json rules = json::array();
-		for (const auto& [cidr, to] : std::vector<std::pair<std::string, std::string>>{
-			     {"10.77.0.3/32", fmt::format("127.0.0.1:{}", port)},
-			     {"fd77::3/128", fmt::format("[::1]:{}", port)}}) {
+		for (const auto& [cidr, to] :
+		     std::vector<std::pair<std::string, std::string>>{{"10.77.0.3/32",
+								       fmt::format("127.0.0.1:{}", port)},
+								      {"fd77::3/128", fmt::format("[::1]:{}", port)}}) {
 			json r = {{"action", "redirect"}, {"cidr", cidr}, {"to", to}};
 			if (!protocol.empty())
 				r["protocol"] = protocol;
 			rules.push_back(r);
 		}
-		return json{{"version", 1}, {"name", "it-target"}, {"mode", "enforce"}, {"on_violation", "freeze"},
+		return json{{"version", 1},
+			    {"name", "it-target"},
+			    {"mode", "enforce"},
+			    {"on_violation", "freeze"},
 			    {"rules", rules}};
 	}
 
@@ -86,13 +91,12 @@ void Target::clients_land(const std::string& user)
 	std::string name = sandbox("clients");
 	std::string m4 = env().marker("py4"), m6 = env().marker("py6"), mm = env().marker("mapped");
 	std::string mc = env().marker("curl"), mu = env().marker("udp");
-	auto rr = run_logged(
-		env(), name,
-		Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m4, dest6(kDenied6, 9002), m6,
-						       "[::ffff:10.77.0.3]:9003", mm}),
-			  {"curl", "-sS", "http://10.77.0.3:9004/curl/" + mc},
-			  env().py("udp_exchange.py", {dest4(kDenied4, 9005), mu})}),
-		target_policy(port), 30s, user);
+	auto rr = run_logged(env(), name,
+			     Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m4, dest6(kDenied6, 9002),
+								    m6, "[::ffff:10.77.0.3]:9003", mm}),
+				       {"curl", "-sS", "http://10.77.0.3:9004/curl/" + mc},
+				       env().py("udp_exchange.py", {dest4(kDenied4, 9005), mu})}),
+			     target_policy(port), 30s, user);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe() << sim_->err();
 
 	for (const auto& [marker, peer, port_] : std::vector<std::tuple<std::string, std::string, int>>{
@@ -230,8 +234,7 @@ TEST_F(Target, AnAnswerFromATargetOnPort53ReachesTheClient)
 	json policy = target_policy(53, "udp");
 	policy["rules"][0]["ports"] = {5353};
 	std::string m = env().marker("dns");
-	auto rr =
-		run_logged(env(), sandbox("dns53"), env().py("udp_exchange.py", {dest4(kDenied4, 5353), m}), policy);
+	auto rr = run_logged(env(), sandbox("dns53"), env().py("udp_exchange.py", {dest4(kDenied4, 5353), m}), policy);
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	json answer;
 	for (const auto& j : rr.out_json)
@@ -268,7 +271,10 @@ TEST_F(Target, AReloadThatDropsTheRedirectStopsTheSocketsDatagrams)
 	Proc& runner = env().start_run(spec);
 	ASSERT_TRUE(wait_until([&] { return exists(dir + "/connected.json") && record_with(m1).has_value(); }, 15s))
 		<< runner.describe() << runner.err() << read_file(records_);
-	json dropped = {{"version", 1}, {"name", "it-target-dropped"}, {"mode", "enforce"}, {"on_violation", "deny"},
+	json dropped = {{"version", 1},
+			{"name", "it-target-dropped"},
+			{"mode", "enforce"},
+			{"on_violation", "deny"},
 			{"rules", json::array()}};
 	Result r = env().airlock({"reload", name, env().write_policy(name + "-dropped.json", dropped)}, 10s);
 	ASSERT_EQ(r.status, 0) << r.describe();
@@ -301,9 +307,9 @@ TEST_F(Target, AnUnmodifiedTransparentProxyForwardsToTheOriginalDestination)
 	sim_cgroup_ = cgroup2_mount() + "/" + env().cgroup_parent + "/mitm";
 	std::filesystem::create_directories(sim_cgroup_);
 	std::vector<std::string> argv = {"sh", "-c", "echo $$ > \"$0\"/cgroup.procs && exec \"$@\"", sim_cgroup_};
-	for (const auto& a : env().topo->in_client({"mitmdump", "--mode", "transparent", "--listen-host", "127.0.0.1",
-						     "--listen-port", std::to_string(port), "--set",
-						     "confdir=" + env().path("mitm")}))
+	for (const auto& a :
+	     env().topo->in_client({"mitmdump", "--mode", "transparent", "--listen-host", "127.0.0.1", "--listen-port",
+				    std::to_string(port), "--set", "confdir=" + env().path("mitm")}))
 		argv.push_back(a);
 	Proc& mitm = env().start(argv, "mitmdump");
 	ASSERT_TRUE(wait_until([&] { return mitm.out().find("listening at") != std::string::npos; }, 30s))

@@ -55,7 +55,10 @@ public:
 		args.insert(args.end(), pairs.begin(), pairs.end());
 		proc_ = &env.start(env.py("unix_listener.py", args), tag);
 	}
-	bool ready() { return wait_until([&] { return exists(ready_); }, 10s); }
+	bool ready()
+	{
+		return wait_until([&] { return exists(ready_); }, 10s);
+	}
 	// Occurrences of marker in what every socket received.
 	size_t count(const std::string& marker) const
 	{
@@ -258,12 +261,14 @@ TEST_F(Unix, PathsThatDoNotNameTheirFileAreRefusedBeforeTheRules)
 	std::string rel = "host.sock";
 	std::string m1 = env().marker("dotdot"), m2 = env().marker("dot"), m3 = env().marker("dbl"),
 		    m4 = env().marker("rel");
-	json rules = json::array({{{"action", "allow"}, {"unix", sub + "/*"}},
-				  {{"action", "allow"}, {"unix", dir_ + "/x*"}}});
+	json rules = json::array(
+		{{{"action", "allow"}, {"unix", sub + "/*"}}, {{"action", "allow"}, {"unix", dir_ + "/x*"}}});
 	// The relative path is tried from the directory that holds the socket.
 	auto rr = run("canon", policy(rules),
-		      {"sh", "-c", "cd " + dir_ + " && exec " + join(client({"stream", dotdot, m1, "stream", dot, m2,
-										       "stream", dbl, m3, "stream", rel, m4}))});
+		      {"sh", "-c",
+		       "cd " + dir_ + " && exec " +
+			       join(client({"stream", dotdot, m1, "stream", dot, m2, "stream", dbl, m3, "stream", rel,
+					    m4}))});
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	for (const auto& m : {m1, m2, m3, m4})
 		EXPECT_EQ(ResultFor(rr, m).value("errno", ""), "EPERM") << m << rr.describe();
@@ -284,8 +289,8 @@ TEST_F(Unix, TheSandboxsOwnSocketsKeepWorking)
 	std::string own = dir_ + "/own.sock", log = dir_ + "/own.log", ready = dir_ + "/own.ready";
 	std::string m = env().marker("own");
 	// Waits (5 s at most) until the listener logged the connection.
-	std::string logged = python() + " -c \"import sys, time\nfor _ in range(500):\n    if '" + m +
-			     "' in open('" + log + "').read(): sys.exit(0)\n    time.sleep(0.01)\nsys.exit(1)\"";
+	std::string logged = python() + " -c \"import sys, time\nfor _ in range(500):\n    if '" + m + "' in open('" +
+			     log + "').read(): sys.exit(0)\n    time.sleep(0.01)\nsys.exit(1)\"";
 	std::string listener = join(env().py("unix_listener.py", {log, ready, "stream", own}));
 	std::string wait = join(env().py("wait_file.py", {ready, "10"}));
 	std::string pair = python() + " -c \"import socket; a, b = socket.socketpair(); a.send(b'" + m +
@@ -339,7 +344,8 @@ TEST_F(Unix, AnAbstractSocketOutsideIsDeniedAndRecorded)
 	ASSERT_TRUE(sink.ready());
 	std::string m1 = env().marker("abss"), m2 = env().marker("absd");
 	std::string squat = python() + " -c \"import socket; s = socket.socket(socket.AF_UNIX)\ntry: s.bind(b'\\0" +
-			    abstract_.substr(1) + "'); print('SQUAT bound')\nexcept OSError as e: print('SQUAT', e.errno)\"";
+			    abstract_.substr(1) +
+			    "'); print('SQUAT bound')\nexcept OSError as e: print('SQUAT', e.errno)\"";
 	auto rr = run("absout", policy(json::array()),
 		      {"sh", "-c", squat + "; " + join(client({"stream", abstract_, m1, "dgram", dg, m2}))}, "nobody");
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
@@ -362,8 +368,8 @@ TEST_F(Unix, AnAbstractSocketBoundInsideTheSandboxWorks)
 	std::string m = env().marker("absown");
 	std::string listener = join(env().py("unix_listener.py", {log, ready, "stream", name}));
 	std::string wait = join(env().py("wait_file.py", {ready, "10"}));
-	std::string logged = python() + " -c \"import sys, time\nfor _ in range(500):\n    if '" + m +
-			     "' in open('" + log + "').read(): sys.exit(0)\n    time.sleep(0.01)\nsys.exit(1)\"";
+	std::string logged = python() + " -c \"import sys, time\nfor _ in range(500):\n    if '" + m + "' in open('" +
+			     log + "').read(): sys.exit(0)\n    time.sleep(0.01)\nsys.exit(1)\"";
 	RunSpec s;
 	s.policy = env().write_policy("absown.json", policy(json::array()));
 	s.name = "u" + env().id + "-absown";
@@ -424,7 +430,8 @@ TEST_F(Unix, ASymlinkInAnAllowedDirectoryLeadsNowhere)
 	std::string m = env().marker("symlink");
 	json rules = json::array({{{"action", "allow"}, {"unix", p + "/*"}}});
 	auto rr = run("symlink", policy(rules),
-		      {"sh", "-c", "ln -s " + host_ + " " + link + " && " + join(client({"stream", link, m}))}, "nobody");
+		      {"sh", "-c", "ln -s " + host_ + " " + link + " && " + join(client({"stream", link, m}))},
+		      "nobody");
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	EXPECT_EQ(ResultFor(rr, m).value("errno", ""), "ELOOP") << rr.describe();
 	ASSERT_TRUE(sink.fence("stream", host_));
@@ -454,9 +461,11 @@ class SocketFamilies : public Unix {};
 
 TEST_F(SocketFamilies, UnlistedFamiliesAreRefusedAndRecorded)
 {
-	std::string probe = python() + " -c \"import socket\nfor f, t, p in ((40, 2, 0), (16, 3, 2), (17, 3, 0), (1, 1, 0), (2, 2, 0), (16, 3, 0)):\n"
-				       "    try: socket.socket(f, t, p).close(); print('FAM', f, p, 'ok')\n"
-				       "    except OSError as e: print('FAM', f, p, e.errno)\"";
+	std::string probe =
+		python() +
+		" -c \"import socket\nfor f, t, p in ((40, 2, 0), (16, 3, 2), (17, 3, 0), (1, 1, 0), (2, 2, 0), (16, 3, 0)):\n"
+		"    try: socket.socket(f, t, p).close(); print('FAM', f, p, 'ok')\n"
+		"    except OSError as e: print('FAM', f, p, e.errno)\"";
 	auto rr = run("fam", policy(json::array()), {"sh", "-c", probe}, "nobody");
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 	// vsock, netlink's process-to-process protocol, packet: refused; unix,
@@ -497,11 +506,13 @@ TEST_F(SocketFamilies, AnAuditRunSuggestsTheUnixRulesAndFamiliesItUsed)
 	ASSERT_TRUE(sink.ready());
 	auto workload = [&](const std::string& tag) {
 		std::string named = env().marker(tag + "-named"), abs = env().marker(tag + "-abs");
-		std::string vsock = python() + " -c \"import socket\ntry: socket.socket(40, 1).close(); print('VSOCK ok')\n"
-						"except OSError as e: print('VSOCK', e.errno)\"";
+		std::string vsock = python() +
+				    " -c \"import socket\ntry: socket.socket(40, 1).close(); print('VSOCK ok')\n"
+				    "except OSError as e: print('VSOCK', e.errno)\"";
 		return std::make_tuple(std::vector<std::string>{"sh", "-c",
-								 vsock + "; " + join(client({"stream", host_, named,
-											     "dgram", dg, abs}))},
+								vsock + "; " +
+									join(client({"stream", host_, named, "dgram",
+										     dg, abs}))},
 				       named, abs);
 	};
 	json audit_policy = policy(json::array(), "freeze");
@@ -517,7 +528,8 @@ TEST_F(SocketFamilies, AnAuditRunSuggestsTheUnixRulesAndFamiliesItUsed)
 	EXPECT_NE(rr.r.out.find("VSOCK 1"), std::string::npos) << rr.describe();
 	std::string name1 = "u" + env().id + "-sug-audit";
 	EXPECT_EQ(ResultFor(rr, abs1).value("errno", ""), "EPERM") << rr.describe();
-	for (const auto& [hook, dst] : {std::pair<std::string, std::string>{"connect_unix", host_}, {"sendmsg_unix", dg}}) {
+	for (const auto& [hook, dst] :
+	     {std::pair<std::string, std::string>{"connect_unix", host_}, {"sendmsg_unix", dg}}) {
 		Match audited = unix_violation(hook, "no-rule", dst);
 		audited.verdict = "audit";
 		audited.violation.reset();
@@ -528,8 +540,8 @@ TEST_F(SocketFamilies, AnAuditRunSuggestsTheUnixRulesAndFamiliesItUsed)
 	ASSERT_EQ(s.status, 0) << s.describe();
 	json sug = json::parse(s.out, nullptr, false);
 	ASSERT_TRUE(sug.is_object()) << s.describe();
-	EXPECT_EQ(sug["rules"], json::array({{{"action", "allow"}, {"unix", host_}},
-					     {{"action", "allow"}, {"unix", dg}}}))
+	EXPECT_EQ(sug["rules"],
+		  json::array({{{"action", "allow"}, {"unix", host_}}, {{"action", "allow"}, {"unix", dg}}}))
 		<< sug.dump(2);
 	EXPECT_EQ(sug["families"], json({"unix", "inet", "inet6", "vsock", "netlink-route"})) << sug.dump(2);
 
@@ -540,7 +552,9 @@ TEST_F(SocketFamilies, AnAuditRunSuggestsTheUnixRulesAndFamiliesItUsed)
 	EXPECT_EQ(ResultFor(rr2, named2).value("ok", false), true) << rr2.describe();
 	EXPECT_EQ(ResultFor(rr2, abs2).value("ok", false), true) << rr2.describe();
 	EXPECT_NE(rr2.r.out.find("VSOCK ok"), std::string::npos) << rr2.describe();
-	EXPECT_TRUE(wait_until([&, named2 = named2, abs2 = abs2] { return sink.arrived_intact(named2) && sink.arrived_intact(abs2); }, 5s))
+	EXPECT_TRUE(wait_until([&, named2 = named2,
+				abs2 = abs2] { return sink.arrived_intact(named2) && sink.arrived_intact(abs2); },
+			       5s))
 		<< sink.log();
 	auto lines = env().audit();
 	for (size_t i = before; i < lines.size(); i++)

@@ -87,15 +87,15 @@ TEST_F(World, RealClientsLandInTheRecorderAndNothingLeaves)
 		"r.on('end', () => console.log(JSON.stringify({{node: r.statusCode, body: b}}))); }})"
 		".on('error', e => {{ console.log(JSON.stringify({{node: 'error', error: e.code}})); }});",
 		mn);
-	auto rr = run_logged(
-		env(), name,
-		Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m4, dest6(kDenied6, 9002), m6,
-						       "[::ffff:10.77.0.3]:9003", mm}),
-			  {"curl", "-sS", "-H", "X-Marker: " + mc, "http://10.77.0.3:9004/curl/path?q=" + mc},
-			  {"curl", "-sS", "-d", "body=" + mp, "http://203.0.113.10/submit"},
-			  {"curl", "-sS", "http://10.77.0.3:9006/fixture"},
-			  {"node", "-e", node_js}}),
-		world_policy());
+	auto rr = run_logged(env(), name,
+			     Sequence({env().py("world_client.py", {dest4(kDenied4, 9001), m4, dest6(kDenied6, 9002),
+								    m6, "[::ffff:10.77.0.3]:9003", mm}),
+				       {"curl", "-sS", "-H", "X-Marker: " + mc,
+					"http://10.77.0.3:9004/curl/path?q=" + mc},
+				       {"curl", "-sS", "-d", "body=" + mp, "http://203.0.113.10/submit"},
+				       {"curl", "-sS", "http://10.77.0.3:9006/fixture"},
+				       {"node", "-e", node_js}}),
+			     world_policy());
 	ASSERT_EQ(rr.r.status, 0) << rr.describe();
 
 	// What the clients saw: an answer, and their peer as they meant it.
@@ -189,9 +189,10 @@ TEST_F(World, TheProxyPortIsReachedOnlyThroughARedirect)
 	RunSpec s;
 	s.policy = env().write_policy(name + ".json", world_policy("deny", extra));
 	s.name = name;
-	s.cmd = Sequence({env().py("wait_file.py", {port_file, "10"}),
-			  {"sh", "-c", "P=$(cat " + port_file + "); exec " + python() + " " +
-					       client_script("tcp_send.py") + args}});
+	s.cmd = Sequence(
+		{env().py("wait_file.py", {port_file, "10"}),
+		 {"sh", "-c",
+		  "P=$(cat " + port_file + "); exec " + python() + " " + client_script("tcp_send.py") + args}});
 	s.log_allowed = true;
 	Proc& p = env().start_run(s);
 	int port = proxy_started(p).port;
@@ -246,13 +247,12 @@ TEST_F(World, DatagramsLandInTheRecorderAndNothingLeaves)
 		std::string marker, dst;
 		int port;
 	};
-	for (const auto& w : std::vector<Want>{
-		     {m4, kDenied4, 9010},
-		     {m6, kDenied6, 9011},
-		     {mm, kDenied4, 9012},
-		     {mc, kDenied4, 9013},
-		     {mmc, kDenied4, 9016},
-		     {mmm, kDenied4, 9017}}) {
+	for (const auto& w : std::vector<Want>{{m4, kDenied4, 9010},
+					       {m6, kDenied6, 9011},
+					       {mm, kDenied4, 9012},
+					       {mc, kDenied4, 9013},
+					       {mmc, kDenied4, 9016},
+					       {mmm, kDenied4, 9017}}) {
 		std::string head;
 		for (unsigned char ch : w.marker)
 			head += fmt::format("{:02x}", ch);
@@ -392,8 +392,7 @@ TEST_F(World, TheProxyIsUnprivilegedAndItsDeathFailsClosed)
 	EXPECT_EQ(results[0].value("errno", ""), "EPERM") << p.out();
 	EXPECT_EQ(p.err().find("it starts again"), std::string::npos) << p.err();
 	// Its time come, it runs again: the same port, a sixth start.
-	ASSERT_TRUE(wait_until([&] { return p.err().find("it starts again") != std::string::npos; }, 15s))
-		<< p.err();
+	ASSERT_TRUE(wait_until([&] { return p.err().find("it starts again") != std::string::npos; }, 15s)) << p.err();
 	ASSERT_TRUE(wait_until([&] { return proxy_pid() != cur && ::kill(proxy_pid(), 0) == 0; }, 5s)) << p.err();
 	st = env().status_of(name);
 	ASSERT_TRUE(st);
@@ -422,8 +421,8 @@ TEST_F(World, AFlowOpenedBeforeARedirectNeverLeavesAfterIt)
 	RunSpec s;
 	s.policy = env().write_policy(name + "-a.json", base_policy("it-before"));
 	s.name = name;
-	s.cmd = env().py("latch_probe.py", {dest4(kAllowed4, 9003), dest4(kAllowed4, 9004), dest4(kDenied4, 9005), dir,
-					    prefix});
+	s.cmd = env().py("latch_probe.py",
+			 {dest4(kAllowed4, 9003), dest4(kAllowed4, 9004), dest4(kDenied4, 9005), dir, prefix});
 	Proc& runner = env().start_run(s);
 	ASSERT_TRUE(wait_until([&] { return exists(dir + "/ready") || !runner.running(); }, 10s)) << runner.describe();
 	ASSERT_TRUE(env().sink->wait_data(prefix + "-PRE-TCP", 1, 5s)) << "the TCP flow never carried its first bytes";
@@ -440,7 +439,8 @@ TEST_F(World, AFlowOpenedBeforeARedirectNeverLeavesAfterIt)
 	EXPECT_EQ(res["post_udp"].value("errno", ""), "EPERM") << res.dump();
 	Match tcp = Violation("egress", "not-redirected", kAllowed4, 9003);
 	Match udp = Violation("egress", "not-redirected", kAllowed4, 9004);
-	EXPECT_TRUE(wait_until([&] { return !decisions(env().audit(), tcp).empty(); }, 5s)) << dump_lines(env().audit());
+	EXPECT_TRUE(wait_until([&] { return !decisions(env().audit(), tcp).empty(); }, 5s))
+		<< dump_lines(env().audit());
 	EXPECT_TRUE(Logged(env().audit(), udp, name)) << dump_lines(env().audit());
 	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-TCP"));
 	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-UDP"));
@@ -571,14 +571,14 @@ TEST_F(World, AnotherSandboxsProxyIsNotReachable)
 			EXPECT_EQ(r.value("ok", true), false) << rr.describe();
 			EXPECT_EQ(r["errno"], json("EPERM")) << rr.describe();
 		}
-		EXPECT_TRUE(Logged(env().audit(), Violation("connect4", "proxy-port", "127.0.0.1", port), o.name)) << tag;
+		EXPECT_TRUE(Logged(env().audit(), Violation("connect4", "proxy-port", "127.0.0.1", port), o.name))
+			<< tag;
 		EXPECT_TRUE(Logged(env().audit(), Violation("connect6", "proxy-port", "::1", port), o.name)) << tag;
 	}
 	write_file(go, "go");
 	ASSERT_EQ(owner.wait(20s), std::optional<int>(0)) << owner.describe();
 	EXPECT_TRUE(read_json_lines(records(a)).empty()) << read_file(records(a));
 }
-
 
 // A proxy port is one proxy's on the host, whatever network namespace its
 // listeners are in. `airlock run` in another namespace, whose port range
@@ -623,15 +623,16 @@ TEST_F(World, AProxyPortOfAnotherNamespaceIsNeverTakenOver)
 	o.policy = env().write_policy(b + ".json", world_policy());
 	o.name = b;
 	o.in_client_ns = false;
-	o.cmd = Sequence({env().py("world_client.py", {dest4(kDenied4, 9020), mb}),
-			  env().py("wait_file.py", {go_b, "60"})});
+	o.cmd = Sequence(
+		{env().py("world_client.py", {dest4(kDenied4, 9020), mb}), env().py("wait_file.py", {go_b, "60"})});
 	std::vector<std::string> argv = {"nsenter", "--net=/run/netns/" + ns};
 	for (const auto& x : env().run_argv(o))
 		argv.push_back(x);
 	Proc& second = env().start(argv, "run-" + b);
 	ASSERT_TRUE(wait_until([&] { return !read_json_lines(records(b)).empty() || !second.running(); }, 15s))
 		<< second.describe();
-	EXPECT_NE(second.err().find(fmt::format("{}: port {} is another sandbox's proxy port; binding another", b, port)),
+	EXPECT_NE(second.err().find(
+			  fmt::format("{}: port {} is another sandbox's proxy port; binding another", b, port)),
 		  std::string::npos)
 		<< second.describe();
 	int port2 = proxy_started(second).port;
@@ -654,7 +655,6 @@ TEST_F(World, AProxyPortOfAnotherNamespaceIsNeverTakenOver)
 	EXPECT_TRUE(NothingArrived(env(), ma));
 	EXPECT_TRUE(NothingArrived(env(), mb));
 }
-
 
 // world.dns "synthesize": every query, to any address, is answered by the
 // world with an address of 198.18.0.0/15 bound to the name, and seems to
@@ -685,8 +685,9 @@ TEST_F(World, TheWorldAnswersDnsFromWhereItWasAskedAndRecordsCarryTheName)
 	const json& out = rr.out_json[0];
 	EXPECT_EQ(out["getaddrinfo"], json::array({"198.18.0.1"})) << out.dump();
 	ASSERT_EQ(out["raw"].size(), 3u) << out.dump();
-	const std::vector<std::pair<std::string, int>> raw = {
-		{kResolver4, 0x1111}, {std::string("::ffff:") + kResolver4, 0x2222}, {kDenied6, 0x3333}};
+	const std::vector<std::pair<std::string, int>> raw = {{kResolver4, 0x1111},
+							      {std::string("::ffff:") + kResolver4, 0x2222},
+							      {kDenied6, 0x3333}};
 	for (size_t i = 0; i < raw.size(); i++) {
 		const json& r = out["raw"][i];
 		EXPECT_EQ(r.value("from", ""), raw[i].first) << r.dump();
@@ -707,9 +708,10 @@ TEST_F(World, TheWorldAnswersDnsFromWhereItWasAskedAndRecordsCarryTheName)
 	std::set<std::string> asked;
 	for (const auto& j : lines)
 		if (j.value("kind", "") == "dns" && j.value("qtype", "") == "A")
-			asked.insert(j.value("dst", "") + " " + j.value("protocol", "") + " " + j.value("query", "") + " " +
-				     j.value("answer", ""));
-	EXPECT_TRUE(asked.count(std::string(kResolver4) + " udp api.example.com 198.18.0.1")) << read_file(records(name));
+			asked.insert(j.value("dst", "") + " " + j.value("protocol", "") + " " + j.value("query", "") +
+				     " " + j.value("answer", ""));
+	EXPECT_TRUE(asked.count(std::string(kResolver4) + " udp api.example.com 198.18.0.1"))
+		<< read_file(records(name));
 	EXPECT_TRUE(asked.count(std::string(kDenied6) + " udp api.example.com 198.18.0.1")) << read_file(records(name));
 	EXPECT_TRUE(asked.count(std::string(kResolver4) + " udp dig.example 198.18.0.2")) << read_file(records(name));
 
@@ -718,7 +720,6 @@ TEST_F(World, TheWorldAnswersDnsFromWhereItWasAskedAndRecordsCarryTheName)
 	EXPECT_TRUE(NothingArrived(env(), marker));
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 }
-
 
 // TLS to the world ends in the recorder with the sandbox's CA, which
 // `airlock run` offers the command through SSL_CERT_FILE, CURL_CA_BUNDLE,
@@ -753,8 +754,9 @@ TEST_F(World, TlsEndsInTheWorldWithTheSandboxsCa)
 	EXPECT_NE(rr.r.out.find("airlock world: recorded node=200"), std::string::npos) << rr.r.out;
 
 	auto lines = wait_records(name, 3);
-	const std::vector<std::pair<std::string, std::string>> want = {
-		{mc, "203.0.113.10"}, {mp, kDenied6}, {mn, "203.0.113.10"}};
+	const std::vector<std::pair<std::string, std::string>> want = {{mc, "203.0.113.10"},
+								       {mp, kDenied6},
+								       {mn, "203.0.113.10"}};
 	for (const auto& [marker, dst] : want) {
 		auto r = record_with(lines, "path", marker);
 		ASSERT_TRUE(r) << marker << "\n" << read_file(records(name));
@@ -768,7 +770,6 @@ TEST_F(World, TlsEndsInTheWorldWithTheSandboxsCa)
 		EXPECT_TRUE(NothingArrived(env(), m));
 	EXPECT_EQ(CountViolations(env().audit()), 0u) << dump_lines(env().audit());
 }
-
 
 // Each world sandbox has its own origin table: another world sandbox that
 // files 40,000 origins (datagrams from as many loopback addresses and

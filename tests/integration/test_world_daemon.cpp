@@ -48,7 +48,8 @@ protected:
 	pid_t create(const std::string& name, const json& policy)
 	{
 		Result c = env().airlock({"sandbox", "create", name, "--policy",
-					  env().write_policy(name + ".json", policy), "--audit-log", env().audit_path()});
+					  env().write_policy(name + ".json", policy), "--audit-log",
+					  env().audit_path()});
 		if (c.status != 0) {
 			ADD_FAILURE() << c.describe();
 			return -1;
@@ -94,7 +95,7 @@ TEST_F(WorldDaemon, TheDaemonStartsRestartsAndStopsTheProxyOfASandboxItMakes)
 	json px = proxy_of(name);
 	std::string ca = px.value("ca_file", "");
 	ASSERT_FALSE(ca.empty()) << px.dump();
-	struct stat st{};
+	struct stat st {};
 	ASSERT_EQ(::stat(ca.c_str(), &st), 0) << ca;
 
 	std::string mp = env().marker("post"), mt = env().marker("tls"), mn = env().marker("nobody");
@@ -177,8 +178,8 @@ TEST_F(WorldDaemon, AnAttachedCgroupsProxyListensInItsProcessesNamespace)
 		<< holder.describe();
 	std::string name = "wa" + env().id;
 	std::string policy = env().write_policy("world.json", world_policy(records_dir_));
-	Result a = env().airlock({"attach", "--cgroup", cg, "--policy", policy, "--name", name, "--audit-log",
-				  env().audit_path()});
+	Result a = env().airlock(
+		{"attach", "--cgroup", cg, "--policy", policy, "--name", name, "--audit-log", env().audit_path()});
 	ASSERT_EQ(a.status, 0) << a.describe();
 	ASSERT_GT(proxy_pid(name), 0) << env().status().dump();
 	unsigned port = proxy_of(name).value("port", 0u);
@@ -275,8 +276,8 @@ TEST_F(WorldDaemon, ASandboxCannotTakeAnotherSandboxsProxyPort)
 		"python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])' "
 		"> '{1}.tmp'; mv '{1}.tmp' '{1}'; exec python3 {2} '{3}' 60",
 		port, ready, env().py("wait_file.py", {})[2], release);
-	Proc& thief = env().start({"/bin/sh", "-c", "echo $$ > \"$0/cgroup.procs\" && exec unshare -n /bin/sh -c \"$1\"",
-				   cg, script},
+	Proc& thief = env().start({"/bin/sh", "-c",
+				   "echo $$ > \"$0/cgroup.procs\" && exec unshare -n /bin/sh -c \"$1\"", cg, script},
 				  "thief");
 	ASSERT_TRUE(wait_until([&] { return exists(ready) || !thief.running(); }, 10s)) << thief.describe();
 	ASSERT_EQ(read_file(ready), std::to_string(port) + "\n") << "the namespace hands out another port";
@@ -344,7 +345,12 @@ TEST_F(WorldDaemon, AProxyThatCannotStartAgainIsRetriedAndTheDaemonGoesOn)
 	std::filesystem::rename(records_dir_, aside);
 	write_file(records_dir_, "not a directory\n");
 	ASSERT_EQ(::kill(pid, SIGKILL), 0);
-	ASSERT_TRUE(wait_until([&] { return daemon.err().find(name + ": the proxy is down (starting it again: ") != std::string::npos; }, 10s))
+	ASSERT_TRUE(wait_until(
+		[&] {
+			return daemon.err().find(name + ": the proxy is down (starting it again: ") !=
+			       std::string::npos;
+		},
+		10s))
 		<< daemon.describe();
 	EXPECT_TRUE(daemon.running()) << daemon.describe();
 	EXPECT_EQ(proxy_pid(name), -1) << env().status().dump();

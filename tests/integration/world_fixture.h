@@ -31,18 +31,17 @@ inline json world_policy(const std::string& records_dir, const std::string& on_v
 		     {{"records", records_dir},
 		      {"max_body_bytes", 1024},
 		      {"dns", "resolvers"},
-		      {"responses",
-		       json::array({{{"host", "*"},
-				     {"method", "GET"},
-				     {"path", "/fixture"},
-				     {"status", 201},
-				     {"body", "from the fixture\n"}}})}}}};
+		      {"responses", json::array({{{"host", "*"},
+						  {"method", "GET"},
+						  {"path", "/fixture"},
+						  {"status", 201},
+						  {"body", "from the fixture\n"}}})}}}};
 }
 
 // `airlock run` of cmd in the sandbox `name` under `policy` (written as
 // NAME.json), allowed decisions logged too; cmd as `user` ("": uid 0).
-inline RunResult run_logged(Env& env, const std::string& name, const std::vector<std::string>& cmd,
-			    const json& policy, Ms timeout = 30s, const std::string& user = "")
+inline RunResult run_logged(Env& env, const std::string& name, const std::vector<std::string>& cmd, const json& policy,
+			    Ms timeout = 30s, const std::string& user = "")
 {
 	RunSpec s;
 	s.policy = env.write_policy(name + ".json", policy);
@@ -71,7 +70,8 @@ inline std::optional<json> record_with(const std::vector<json>& lines, const std
 				       const std::string& needle)
 {
 	for (const auto& j : lines)
-		if (j.contains(key) && j[key].is_string() && j[key].get<std::string>().find(needle) != std::string::npos)
+		if (j.contains(key) && j[key].is_string() &&
+		    j[key].get<std::string>().find(needle) != std::string::npos)
 			return j;
 	return std::nullopt;
 }

@@ -64,20 +64,20 @@ TEST(AbiNames, NamesAreTheOnesLogsAndMetricsUse)
 						   "unknown", "unknown"}));
 	EXPECT_EQ(verdicts, (std::vector<std::string>{"allow", "deny", "audit"}));
 	EXPECT_EQ(reasons,
-		  (std::vector<std::string>{"rule-allow",     "no-rule",      "rule-deny",     "quarantined",
-					    "raw-socket",     "icmp-socket",  "source-route",  "routing-header",
-					    "fragment",       "malformed",    "no-sandbox",    "protocol",
-					    "dns-allow",      "dns-resolver", "dns-tcp",       "dns-malformed",
-					    "dns-name",       "dns-type",     "dns-length",    "dns-rate",
+		  (std::vector<std::string>{"rule-allow",     "no-rule",      "rule-deny",       "quarantined",
+					    "raw-socket",     "icmp-socket",  "source-route",    "routing-header",
+					    "fragment",       "malformed",    "no-sandbox",      "protocol",
+					    "dns-allow",      "dns-resolver", "dns-tcp",         "dns-malformed",
+					    "dns-name",       "dns-type",     "dns-length",      "dns-rate",
 					    "dns-table",      "learned",      "dns-unsolicited", "dns-edns",
-					    "dns-off-chain",  "unix-path",    "unix-scoped",   "busy",
-					    "refused",        "unix-own",     "family",        "helper",
-					    "redirect",       "no-proxy",     "proxy-port",    "redirect-udp",
-					    "not-redirected", "loopback-dev", "budget",      "redirect-family"}));
+					    "dns-off-chain",  "unix-path",    "unix-scoped",     "busy",
+					    "refused",        "unix-own",     "family",          "helper",
+					    "redirect",       "no-proxy",     "proxy-port",      "redirect-udp",
+					    "not-redirected", "loopback-dev", "budget",          "redirect-family"}));
 	EXPECT_EQ(signals, (std::vector<std::string>{"", "stopped", "killed", "signal-failed"}));
-	EXPECT_EQ(sites, (std::vector<std::string>{"ipv4-header", "ipv4-option", "ipv6-header", "ipv6-extension",
-						   "l4-ports", "dns-tcp-header", "dns-tcp-length", "dns-query",
-						   "dns-answer"}));
+	EXPECT_EQ(sites,
+		  (std::vector<std::string>{"ipv4-header", "ipv4-option", "ipv6-header", "ipv6-extension", "l4-ports",
+					    "dns-tcp-header", "dns-tcp-length", "dns-query", "dns-answer"}));
 }
 
 // The reasons that let a call or a packet through, as the summary of
@@ -89,8 +89,8 @@ TEST(AbiNames, AllowingReasonsAndKnownHooks)
 	for (unsigned r = 0; r < AL_REASON_MAX + 2; r++)
 		if (reason_allows(r))
 			allowing.emplace_back(reason_name(r));
-	EXPECT_EQ(allowing,
-		  (std::vector<std::string>{"rule-allow", "dns-allow", "learned", "unix-scoped", "unix-own", "redirect"}));
+	EXPECT_EQ(allowing, (std::vector<std::string>{"rule-allow", "dns-allow", "learned", "unix-scoped", "unix-own",
+						      "redirect"}));
 	for (unsigned h = 0; h <= AL_HOOK_MAX; h++)
 		EXPECT_EQ(hook_known(h), std::string(hook_name(h)) != "unknown") << h;
 	EXPECT_TRUE(hook_known(AL_HOOK_SOCKET));
@@ -121,7 +121,8 @@ TEST(PinNames, MapPinsAreUniqueAndNamedAlSomething)
 				<< kernel::kMapPins[i].name << " and " << kernel::kMapPins[j].name;
 	// An agent that adopts the pins creates the inner maps of a slot from
 	// these.
-	for (const char* t : {"al_ring_template", "al_pending_template", "al_learned_template", "al_unix_bound_template"})
+	for (const char* t :
+	     {"al_ring_template", "al_pending_template", "al_learned_template", "al_unix_bound_template"})
 		EXPECT_TRUE(names.count(t)) << t << " is not pinned";
 }
 

@@ -167,9 +167,9 @@ TEST(ClientHello, CutIntoRecordsOfAnySizeItReadsTheSame)
 
 TEST(ClientHello, WhatIsNotTlsIsSaidFromTheFirstByte)
 {
-	for (std::string not_tls : {std::string("GET / HTTP/1.1\r\n"), std::string("\x80\x2e\x01\x03\x01", 5),
-				    std::string("\x16\x02\x00", 3), std::string("\x16\x03\x05", 3),
-				    std::string(1, '\x17')}) {
+	for (std::string not_tls :
+	     {std::string("GET / HTTP/1.1\r\n"), std::string("\x80\x2e\x01\x03\x01", 5), std::string("\x16\x02\x00", 3),
+	      std::string("\x16\x03\x05", 3), std::string(1, '\x17')}) {
 		ClientHello h = parse_client_hello(not_tls);
 		EXPECT_EQ(h.status, Status::NotTls) << not_tls;
 		EXPECT_FALSE(h.error.empty());
@@ -188,9 +188,11 @@ TEST(ClientHello, EachMalformationIsNamed)
 	};
 	EXPECT_EQ(error_of(frame(p.before_exts, sni_ext("a.example") + rest + sni_ext("b.example"))),
 		  "extension 0 appears twice");
-	EXPECT_EQ(error_of(frame(p.before_exts, sni_ext("a.example.") + rest)), "server_name: the name ends with a dot");
+	EXPECT_EQ(error_of(frame(p.before_exts, sni_ext("a.example.") + rest)),
+		  "server_name: the name ends with a dot");
 	EXPECT_EQ(error_of(frame(p.before_exts, sni_ext("192.0.2.1") + rest)), "server_name: an address, not a name");
-	EXPECT_EQ(error_of(frame(p.before_exts, sni_ext("a..example") + rest)), "server_name: the name has an empty label");
+	EXPECT_EQ(error_of(frame(p.before_exts, sni_ext("a..example") + rest)),
+		  "server_name: the name has an empty label");
 	EXPECT_EQ(error_of(frame(p.before_exts, sni_ext(std::string("a\0b.example", 11)) + rest)),
 		  "server_name: byte 0x00 is not a letter, digit, '-' or '_'");
 	EXPECT_EQ(error_of(frame(p.before_exts, sni_ext("-a.example") + rest)),
@@ -200,7 +202,8 @@ TEST(ClientHello, EachMalformationIsNamed)
 	EXPECT_EQ(error_of(frame(p.before_exts, sni_ext("a.example", 1) + rest)),
 		  "server_name: name type 1 is not host_name (0)");
 	std::string two = std::string(1, '\0') + be16(1) + "a" + std::string(1, '\0') + be16(1) + "b";
-	EXPECT_EQ(error_of(frame(p.before_exts, ext(0, be16(two.size()) + two) + rest)), "server_name: more than one name");
+	EXPECT_EQ(error_of(frame(p.before_exts, ext(0, be16(two.size()) + two) + rest)),
+		  "server_name: more than one name");
 	EXPECT_EQ(error_of(frame(p.before_exts, ext(0, "") + rest)),
 		  "server_name: its list's length is not the extension's");
 	EXPECT_EQ(error_of(frame(p.before_exts, ext(16, be16(3) + std::string(1, '\0') + "ab") + rest)),
@@ -220,7 +223,8 @@ TEST(ClientHello, EachMalformationIsNamed)
 	std::string not_hello = good;
 	not_hello[5] = '\x02';
 	EXPECT_EQ(error_of(not_hello), "handshake message type 2 is not client_hello (1)");
-	std::string trailing = good.substr(0, 3) + be16(u16(good, 3) + 4) + good.substr(5) + std::string("\x01\x00\x00\x00", 4);
+	std::string trailing = good.substr(0, 3) + be16(u16(good, 3) + 4) + good.substr(5) +
+			       std::string("\x01\x00\x00\x00", 4);
 	EXPECT_EQ(error_of(trailing), "handshake bytes follow the ClientHello in its records");
 	std::string huge = std::string("\x16\x03\x01\x00\x04\x01", 6) + be24(kMaxClientHello);
 	EXPECT_EQ(error_of(huge), "a ClientHello of 65540 bytes (at most 65536)");
@@ -275,7 +279,8 @@ TEST(ClientHello, WhatItAcceptsOpenSslParsesTheSame)
 			const std::string& raw = view.server_name_ext;
 			ASSERT_GE(raw.size(), 5u) << i;
 			std::string name = raw.substr(5);
-			std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+			std::transform(name.begin(), name.end(), name.begin(),
+				       [](unsigned char c) { return std::tolower(c); });
 			EXPECT_EQ(h.server_name, name) << i;
 		}
 	}

@@ -113,10 +113,12 @@ TEST(ControlRequest, EachFieldHasItsType)
 
 TEST(ControlRequest, NamesAreSandboxNames)
 {
-	EXPECT_EQ(error_of(R"({"cmd": "thaw", "name": "../x"})"),
-		  "request: name: '../x' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)");
-	EXPECT_EQ(error_of(R"({"cmd": "events", "sandbox": "a b"})"),
-		  "request: sandbox: 'a b' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)");
+	EXPECT_EQ(
+		error_of(R"({"cmd": "thaw", "name": "../x"})"),
+		"request: name: '../x' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)");
+	EXPECT_EQ(
+		error_of(R"({"cmd": "events", "sandbox": "a b"})"),
+		"request: sandbox: 'a b' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)");
 	EXPECT_EQ(error_of(R"({"cmd": "thaw"})"), "request: name: 'thaw' needs a sandbox name");
 	EXPECT_EQ(error_of(R"({"cmd": "delete", "name": ""})"), "request: name: 'delete' needs a sandbox name");
 	EXPECT_EQ(error_of(R"({"cmd": "reload", "name": "a"})"), "request: policy: 'reload' needs a policy");

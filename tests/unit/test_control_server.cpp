@@ -33,7 +33,8 @@ struct Server {
 		path = dir + "/control.sock";
 		listener = ControlServer::listen(path);
 		control = std::make_unique<ControlServer>(
-			loop, listener.get(), [](const struct ucred&) { return std::optional<ControlServer::Answer>(); },
+			loop, listener.get(),
+			[](const struct ucred&) { return std::optional<ControlServer::Answer>(); },
 			[](const std::string& line, const struct ucred&) {
 				return ControlServer::Answer{"answer to " + line + "\n", nullptr};
 			});

@@ -123,9 +123,11 @@ TEST(DaemonConfig, APolicyNameNeedsAPolicyDirectory)
 TEST(DaemonConfig, NamesStartingWithCtrAreTheHooks)
 {
 	std::string f;
-	auto lines = errors_of(R"({"policy_dir": "/p", "sandboxes": [{"name": "ctr-0123456789ab", "policy": "web"}]})", &f);
-	EXPECT_EQ(lines, std::vector<std::string>{f + ": sandboxes/0/name: 'ctr-0123456789ab': names starting with ctr- "
-							  "are the OCI hook's, for containers it attaches"});
+	auto lines = errors_of(R"({"policy_dir": "/p", "sandboxes": [{"name": "ctr-0123456789ab", "policy": "web"}]})",
+			       &f);
+	EXPECT_EQ(lines,
+		  std::vector<std::string>{f + ": sandboxes/0/name: 'ctr-0123456789ab': names starting with ctr- "
+					       "are the OCI hook's, for containers it attaches"});
 }
 
 TEST(DaemonConfig, InvalidJsonNamesLineAndColumn)

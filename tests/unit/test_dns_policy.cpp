@@ -179,8 +179,10 @@ TEST(DnsCompile, EqualRankRulesWithOppositeActionsDenyWins)
 	for (const char* domain : {"x.example.com", "*.example.com"}) {
 		for (bool deny_first : {false, true}) {
 			SCOPED_TRACE(std::string(domain) + (deny_first ? ", deny first" : ", allow first"));
-			std::string allow = std::string(R"({"action": "allow", "domain": ")") + domain + R"(", "ports": [443]})";
-			std::string deny = std::string(R"({"action": "deny", "domain": ")") + domain + R"(", "ports": [443]})";
+			std::string allow = std::string(R"({"action": "allow", "domain": ")") + domain +
+					    R"(", "ports": [443]})";
+			std::string deny = std::string(R"({"action": "deny", "domain": ")") + domain +
+					   R"(", "ports": [443]})";
 			Policy p = parse(doc(deny_first ? deny + "," + allow : allow + "," + deny));
 			CompiledPolicy c = compile_ok(p);
 			const al_rule_set* rs = kernel_name_lookup(c, "x.example.com");
@@ -265,12 +267,14 @@ TEST(DnsCompile, EdnsBlock)
 
 TEST(DnsCompile, EdnsErrorsNameThePath)
 {
-	EXPECT_EQ(errors_of(doc("", R"({"edns": {"options": {"BOGUS": 8}}})")),
-		  std::vector<std::string>{
-			  "p.json: dns/edns/options/BOGUS: 'BOGUS' is not an EDNS option name airlock knows or a code (0-65535)"});
-	EXPECT_EQ(errors_of(doc("", R"({"edns": {"options": {"65536": 8}}})")),
-		  std::vector<std::string>{
-			  "p.json: dns/edns/options/65536: '65536' is not an EDNS option name airlock knows or a code (0-65535)"});
+	EXPECT_EQ(
+		errors_of(doc("", R"({"edns": {"options": {"BOGUS": 8}}})")),
+		std::vector<std::string>{
+			"p.json: dns/edns/options/BOGUS: 'BOGUS' is not an EDNS option name airlock knows or a code (0-65535)"});
+	EXPECT_EQ(
+		errors_of(doc("", R"({"edns": {"options": {"65536": 8}}})")),
+		std::vector<std::string>{
+			"p.json: dns/edns/options/65536: '65536' is not an EDNS option name airlock knows or a code (0-65535)"});
 	EXPECT_EQ(errors_of(doc("", R"({"edns": {"options": {"COOKIE": 125}}})")),
 		  std::vector<std::string>{"p.json: dns/edns/options/COOKIE: 125 is out of range (0-124)"});
 	EXPECT_EQ(errors_of(doc("", R"({"edns": {"options": {"COOKIE": 8, "10": 8}}})")),
@@ -279,9 +283,10 @@ TEST(DnsCompile, EdnsErrorsNameThePath)
 		  std::vector<std::string>{"p.json: dns/edns/options/COOKIE: expected an integer, got a string"});
 	EXPECT_EQ(errors_of(doc("", R"({"edns": {"udp_sizes": [511]}})")),
 		  std::vector<std::string>{"p.json: dns/edns/udp_sizes/0: 511 is out of range (512-65535)"});
-	EXPECT_EQ(errors_of(doc("", R"({"edns": {"udp_sizes": []}})")),
-		  std::vector<std::string>{
-			  "p.json: dns/edns/udp_sizes: is empty (a query with EDNS always states a size; use \"edns\": false)"});
+	EXPECT_EQ(
+		errors_of(doc("", R"({"edns": {"udp_sizes": []}})")),
+		std::vector<std::string>{
+			"p.json: dns/edns/udp_sizes: is empty (a query with EDNS always states a size; use \"edns\": false)"});
 	EXPECT_EQ(errors_of(doc("", R"({"edns": {"udp_sizes": [512,513,514,515,516,517,518,519,520]}})")),
 		  std::vector<std::string>{"p.json: dns/edns/udp_sizes: 9 sizes; at most 8"});
 	EXPECT_EQ(errors_of(doc("", R"({"edns": {"dnssec_ok": 1}})")),
@@ -298,8 +303,7 @@ TEST(DnsCompile, ErrorsNameThePath)
 		  std::vector<std::string>{"p.json: dns/min_ttl: 100 is more than max_ttl (10)"});
 	EXPECT_EQ(errors_of(doc("", R"({"queries_per_second": 0})")),
 		  std::vector<std::string>{"p.json: dns/queries_per_second: 0 is out of range (1-100000)"});
-	EXPECT_EQ(errors_of(doc("", R"({"burst": 3})")),
-		  std::vector<std::string>{"p.json: dns: unknown key 'burst'"});
+	EXPECT_EQ(errors_of(doc("", R"({"burst": 3})")), std::vector<std::string>{"p.json: dns: unknown key 'burst'"});
 	std::string nine = R"({"resolvers": [)";
 	for (int i = 1; i <= 9; i++)
 		nine += (i > 1 ? "," : "") + std::string("\"10.0.0.") + std::to_string(i) + "\"";
@@ -311,7 +315,8 @@ TEST(DnsCompile, ErrorsNameThePath)
 		longest += longest.empty() ? "a" : ".a";
 	ASSERT_EQ(longest.size(), 253u);
 	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "domain": ")" + longest + R"("})")),
-		  std::vector<std::string>{"p.json: rules/0/domain: 253 characters; the kernel matches names of at most 252"});
+		  std::vector<std::string>{
+			  "p.json: rules/0/domain: 253 characters; the kernel matches names of at most 252"});
 }
 
 // The kernel's two lookups (exact entry, else the longest wildcard strictly
@@ -319,9 +324,16 @@ TEST(DnsCompile, ErrorsNameThePath)
 // policies over a small universe of names that overlap a lot.
 TEST(DnsCompileProperty, KernelLookupMatchesTheDefinition)
 {
-	const std::vector<std::string> universe = {"com", "example.com", "www.example.com", "a.www.example.com",
-						   "ads.example.com", "x.ads.example.com", "badexample.com",
-						   "example.org", "b.example.org", "deep.a.www.example.com"};
+	const std::vector<std::string> universe = {"com",
+						   "example.com",
+						   "www.example.com",
+						   "a.www.example.com",
+						   "ads.example.com",
+						   "x.ads.example.com",
+						   "badexample.com",
+						   "example.org",
+						   "b.example.org",
+						   "deep.a.www.example.com"};
 	const std::vector<std::string> ports = {"[443]", "[80, 443]", "[\"1-1024\"]", "[53]", ""};
 	const std::vector<std::string> protos = {"tcp", "udp", "icmp", ""};
 	std::mt19937 rng(20261202);
@@ -333,8 +345,8 @@ TEST(DnsCompileProperty, KernelLookupMatchesTheDefinition)
 		for (int i = 0; i < n; i++) {
 			std::string name = pick(universe);
 			bool wild = rng() % 2;
-			std::string r = R"({"action": ")" + std::string(rng() % 3 ? "allow" : "deny") + R"(", "domain": ")" +
-					(wild ? "*." : "") + name + "\"";
+			std::string r = R"({"action": ")" + std::string(rng() % 3 ? "allow" : "deny") +
+					R"(", "domain": ")" + (wild ? "*." : "") + name + "\"";
 			std::string pp = pick(ports), pr = pick(protos);
 			if (!pp.empty() && pr != "icmp")
 				r += ", \"ports\": " + pp;
@@ -353,7 +365,8 @@ TEST(DnsCompileProperty, KernelLookupMatchesTheDefinition)
 					if (const al_rule_set* rs = kernel_name_lookup(*cr, name)) {
 						for (uint32_t i = 0; i < rs->count; i++) {
 							const al_range& r = rs->ranges[i];
-							if (!(r.proto_mask & bit) || port < r.port_lo || port > r.port_hi)
+							if (!(r.proto_mask & bit) || port < r.port_lo ||
+							    port > r.port_hi)
 								continue;
 							got = {r.action == AL_ACTION_ALLOW, r.rule};
 							break;
@@ -362,10 +375,11 @@ TEST(DnsCompileProperty, KernelLookupMatchesTheDefinition)
 						bool any_allow = false;
 						for (uint32_t i = 0; i < rs->count; i++)
 							any_allow |= rs->ranges[i].action == AL_ACTION_ALLOW;
-						EXPECT_EQ(bool(rs->flags & AL_RS_QUERY), any_allow) << rules << " name " << name;
+						EXPECT_EQ(bool(rs->flags & AL_RS_QUERY), any_allow)
+							<< rules << " name " << name;
 					}
-					ASSERT_EQ(got, want) << rules << "\nname " << name << " port " << port << " proto "
-							     << int(bit);
+					ASSERT_EQ(got, want) << rules << "\nname " << name << " port " << port
+							     << " proto " << int(bit);
 					checked++;
 				}
 			}
@@ -380,22 +394,63 @@ TEST(Suggest, ResolvedNamesBecomeDomainRulesTheRestCidrs)
 {
 	std::vector<json> lines = {
 		{{"sandbox", "s"}, {"event", "sandbox-start"}},
-		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "egress"}, {"verdict", "audit"}, {"dst", "10.0.0.53"},
-		 {"port", 53}, {"protocol", "udp"}, {"qname", "api.example.com"}, {"qtype", "A"}},
-		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "egress"}, {"verdict", "audit"}, {"dst", "10.0.0.53"},
-		 {"port", 53}, {"protocol", "udp"}, {"qname", "api.example.com"}, {"qtype", "AAAA"}},
+		{{"sandbox", "s"},
+		 {"event", "decision"},
+		 {"hook", "egress"},
+		 {"verdict", "audit"},
+		 {"dst", "10.0.0.53"},
+		 {"port", 53},
+		 {"protocol", "udp"},
+		 {"qname", "api.example.com"},
+		 {"qtype", "A"}},
+		{{"sandbox", "s"},
+		 {"event", "decision"},
+		 {"hook", "egress"},
+		 {"verdict", "audit"},
+		 {"dst", "10.0.0.53"},
+		 {"port", 53},
+		 {"protocol", "udp"},
+		 {"qname", "api.example.com"},
+		 {"qtype", "AAAA"}},
 		{{"sandbox", "s"}, {"event", "dns-answer"}, {"qname", "api.example.com"}, {"addr", "192.0.2.7"}},
-		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "egress"}, {"verdict", "audit"}, {"dst", "10.0.0.53"},
-		 {"port", 53}, {"protocol", "udp"}, {"qname", "unused.example.com"}, {"qtype", "A"}},
-		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "connect4"}, {"verdict", "audit"},
-		 {"dst", "192.0.2.7"}, {"port", 443}, {"protocol", "tcp"}},
-		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "connect4"}, {"verdict", "audit"},
-		 {"dst", "192.0.2.7"}, {"port", 444}, {"protocol", "tcp"}},
-		{{"sandbox", "s"}, {"event", "decision"}, {"hook", "sendmsg4"}, {"verdict", "audit"},
-		 {"dst", "198.51.100.1"}, {"port", 123}, {"protocol", "udp"}},
+		{{"sandbox", "s"},
+		 {"event", "decision"},
+		 {"hook", "egress"},
+		 {"verdict", "audit"},
+		 {"dst", "10.0.0.53"},
+		 {"port", 53},
+		 {"protocol", "udp"},
+		 {"qname", "unused.example.com"},
+		 {"qtype", "A"}},
+		{{"sandbox", "s"},
+		 {"event", "decision"},
+		 {"hook", "connect4"},
+		 {"verdict", "audit"},
+		 {"dst", "192.0.2.7"},
+		 {"port", 443},
+		 {"protocol", "tcp"}},
+		{{"sandbox", "s"},
+		 {"event", "decision"},
+		 {"hook", "connect4"},
+		 {"verdict", "audit"},
+		 {"dst", "192.0.2.7"},
+		 {"port", 444},
+		 {"protocol", "tcp"}},
+		{{"sandbox", "s"},
+		 {"event", "decision"},
+		 {"hook", "sendmsg4"},
+		 {"verdict", "audit"},
+		 {"dst", "198.51.100.1"},
+		 {"port", 123},
+		 {"protocol", "udp"}},
 		// Another sandbox's line is not this run's.
-		{{"sandbox", "other"}, {"event", "decision"}, {"hook", "connect4"}, {"verdict", "audit"},
-		 {"dst", "203.0.113.9"}, {"port", 22}, {"protocol", "tcp"}},
+		{{"sandbox", "other"},
+		 {"event", "decision"},
+		 {"hook", "connect4"},
+		 {"verdict", "audit"},
+		 {"dst", "203.0.113.9"},
+		 {"port", 22},
+		 {"protocol", "tcp"}},
 	};
 	Suggestion s = suggest_policy(lines, {"s", "learned"});
 	json p = json::parse(s.policy.dump());
@@ -403,12 +458,14 @@ TEST(Suggest, ResolvedNamesBecomeDomainRulesTheRestCidrs)
 	EXPECT_EQ(p["mode"], "enforce");
 	json rules = p["rules"];
 	ASSERT_EQ(rules.size(), 3u) << p.dump(2);
-	EXPECT_EQ(rules[0], json({{"action", "allow"}, {"domain", "api.example.com"}, {"ports", {"443-444"}},
+	EXPECT_EQ(rules[0], json({{"action", "allow"},
+				  {"domain", "api.example.com"},
+				  {"ports", {"443-444"}},
 				  {"protocol", "tcp"}}));
 	EXPECT_EQ(rules[1]["domain"], "unused.example.com");
 	EXPECT_EQ(rules[1]["ports"], json({53}));
-	EXPECT_EQ(rules[2], json({{"action", "allow"}, {"cidr", "198.51.100.1/32"}, {"ports", {123}},
-				  {"protocol", "udp"}}));
+	EXPECT_EQ(rules[2],
+		  json({{"action", "allow"}, {"cidr", "198.51.100.1/32"}, {"ports", {123}}, {"protocol", "udp"}}));
 	EXPECT_EQ(p["dns"]["resolvers"], json({"10.0.0.53"}));
 	EXPECT_EQ(p["dns"]["types"], json({"A", "AAAA"}));
 	EXPECT_EQ(s.flows, 3u);
@@ -423,8 +480,8 @@ TEST(Suggest, SharedAddressGoesToTheNameAnsweredLast)
 		return json{{"sandbox", "s"}, {"event", "dns-answer"}, {"qname", name}, {"addr", "192.0.2.7"}};
 	};
 	auto connect = [](int port) {
-		return json{{"sandbox", "s"}, {"event", "decision"}, {"hook", "connect4"}, {"verdict", "audit"},
-			    {"dst", "192.0.2.7"}, {"port", port}, {"protocol", "tcp"}};
+		return json{{"sandbox", "s"},     {"event", "decision"}, {"hook", "connect4"}, {"verdict", "audit"},
+			    {"dst", "192.0.2.7"}, {"port", port},        {"protocol", "tcp"}};
 	};
 	std::vector<json> lines = {answer("a.example.com"), connect(443), answer("b.example.com"), connect(8443)};
 	json rules = json::parse(suggest_policy(lines, {"s", "x"}).policy.dump())["rules"];
@@ -438,20 +495,20 @@ TEST(Suggest, SharedAddressGoesToTheNameAnsweredLast)
 TEST(Suggest, UnixSocketsAndSocketFamiliesBecomeRules)
 {
 	auto unix_line = [](const char* hook, const char* verdict, json dst) {
-		return json{{"sandbox", "s"}, {"event", "decision"}, {"hook", hook}, {"verdict", verdict},
-			    {"family", "unix"}, {"dst", dst}, {"port", nullptr}, {"protocol", nullptr}};
+		return json{{"sandbox", "s"},   {"event", "decision"}, {"hook", hook},    {"verdict", verdict},
+			    {"family", "unix"}, {"dst", dst},          {"port", nullptr}, {"protocol", nullptr}};
 	};
 	auto socket_line = [](json family) {
-		return json{{"sandbox", "s"}, {"event", "decision"}, {"hook", "socket"}, {"verdict", "deny"},
-			    {"socket_family", family}, {"port", nullptr}, {"protocol", nullptr}};
+		return json{{"sandbox", "s"},          {"event", "decision"}, {"hook", "socket"},   {"verdict", "deny"},
+			    {"socket_family", family}, {"port", nullptr},     {"protocol", nullptr}};
 	};
 	std::vector<json> lines = {
 		unix_line("connect_unix", "audit", "/run/proxy.sock"),
 		unix_line("connect_unix", "audit", "/run/proxy.sock"),
 		// The log's escapes come back as the name's bytes.
 		unix_line("sendmsg_unix", "audit", "@agent\\x00bus\\x5cx"),
-		unix_line("connect_unix", "audit", nullptr),    // unreadable
-		unix_line("connect_unix", "audit", "@star*"),   // would read as a prefix
+		unix_line("connect_unix", "audit", nullptr),   // unreadable
+		unix_line("connect_unix", "audit", "@star*"),  // would read as a prefix
 		unix_line("connect_unix", "deny", "/run/denied.sock"),
 		socket_line("vsock"),
 		socket_line(99),

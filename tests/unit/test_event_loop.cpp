@@ -37,7 +37,8 @@ TEST(EventLoop, ReadyDescriptorsRunTheirOwnHandlerUrgentFirst)
 	Pipe a, b, c;
 	std::vector<std::string> ran;
 	loop.add(a.r.get(), EPOLLIN, [&](uint32_t) { ran.push_back("a"); });
-	loop.add(b.r.get(), EPOLLIN, [&](uint32_t) { ran.push_back("b"); }, EventLoop::kUrgent);
+	loop.add(
+		b.r.get(), EPOLLIN, [&](uint32_t) { ran.push_back("b"); }, EventLoop::kUrgent);
 	loop.add(c.r.get(), EPOLLIN, [&](uint32_t) { ran.push_back("c"); });
 	a.poke();
 	b.poke();
@@ -50,7 +51,8 @@ TEST(EventLoop, ADescriptorRemovedByAnEarlierHandlerIsNotDelivered)
 	EventLoop loop;
 	Pipe a, b;
 	int b_ran = 0;
-	loop.add(a.r.get(), EPOLLIN, [&](uint32_t) { loop.remove(b.r.get()); }, EventLoop::kUrgent);
+	loop.add(
+		a.r.get(), EPOLLIN, [&](uint32_t) { loop.remove(b.r.get()); }, EventLoop::kUrgent);
 	loop.add(b.r.get(), EPOLLIN, [&](uint32_t) { b_ran++; });
 	a.poke();
 	b.poke();

@@ -66,8 +66,7 @@ TEST(ParseAddress, Ipv6)
 	EXPECT_EQ(parse_address("::1"), v6({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}));
 	EXPECT_EQ(parse_address("FD00:EC2::254"), parse_address("fd00:ec2::254"));
 	EXPECT_EQ(parse_address("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
-		  v6({0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-		      0xff}));
+		  v6({0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}));
 }
 
 TEST(ParseAddress, V4MappedIsIpv4)
@@ -88,8 +87,8 @@ TEST(ParseAddress, V4MappedIsIpv4)
 TEST(ParseAddress, NotMappedStaysIpv6)
 {
 	// Only ::ffff:0:0/96 is IPv4-mapped: these look similar and are not.
-	for (const char* s : {"::1.2.3.4", "::ffff:0:1.2.3.4", "64:ff9b::1.2.3.4", "1::ffff:1.2.3.4", "::fffe:1.2.3.4",
-			      "::ffff"}) {
+	for (const char* s :
+	     {"::1.2.3.4", "::ffff:0:1.2.3.4", "64:ff9b::1.2.3.4", "1::ffff:1.2.3.4", "::fffe:1.2.3.4", "::ffff"}) {
 		auto a = parse_address(s);
 		ASSERT_TRUE(a) << s;
 		EXPECT_EQ(a->family, AL_FAMILY_IPV6) << s;
@@ -98,10 +97,30 @@ TEST(ParseAddress, NotMappedStaysIpv6)
 
 TEST(ParseAddress, Garbage)
 {
-	for (const char* s :
-	     {"", " ", "abc", "localhost", "1.2.3", "1.2.3.4.5", "256.0.0.1", "1.2.3.-4", "1.2.3.4 ", " 1.2.3.4",
-	      "1.2.3.4/32", "10.0.0.0/8", "::/0", "1.2.3.4:80", "[::1]", "::g", "1:2:3:4:5:6:7:8:9", "12345::",
-	      ":::", "1::2::3", "fe80::1%eth0", "0x7f.0.0.1", "::ffff:1.2.3", "::ffff:256.1.1.1"}) {
+	for (const char* s : {"",
+			      " ",
+			      "abc",
+			      "localhost",
+			      "1.2.3",
+			      "1.2.3.4.5",
+			      "256.0.0.1",
+			      "1.2.3.-4",
+			      "1.2.3.4 ",
+			      " 1.2.3.4",
+			      "1.2.3.4/32",
+			      "10.0.0.0/8",
+			      "::/0",
+			      "1.2.3.4:80",
+			      "[::1]",
+			      "::g",
+			      "1:2:3:4:5:6:7:8:9",
+			      "12345::",
+			      ":::",
+			      "1::2::3",
+			      "fe80::1%eth0",
+			      "0x7f.0.0.1",
+			      "::ffff:1.2.3",
+			      "::ffff:256.1.1.1"}) {
 		EXPECT_FALSE(parse_address(s).has_value()) << "'" << s << "'";
 	}
 }
@@ -283,9 +302,8 @@ TEST(FromRaw, ZeroesIpv4Tail)
 TEST(LocalScope, HostLinkAndGroupAddressesInEveryForm)
 {
 	for (const char* s : {"0.0.0.0", "0.1.2.3", "127.0.0.1", "127.255.255.254", "169.254.169.254", "169.254.0.0",
-			      "224.0.0.1", "239.255.255.255", "255.255.255.255", "::", "::1", "fe80::1",
-			      "febf:ffff::1", "ff02::1", "ff0e::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254",
-			      "::ffff:0.0.0.0"}) {
+			      "224.0.0.1", "239.255.255.255", "255.255.255.255", "::", "::1", "fe80::1", "febf:ffff::1",
+			      "ff02::1", "ff0e::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "::ffff:0.0.0.0"}) {
 		auto a = parse_address(s);
 		ASSERT_TRUE(a) << s;
 		EXPECT_TRUE(is_local_scope(*a)) << s;

@@ -21,8 +21,12 @@ const std::string kId = "02fcfc6add05058227cc852c5ab94f516aa13b2c0dd97855796e9d9
 
 json state(const std::string& status = "creating", json annotations = json::object())
 {
-	return {{"ociVersion", "1.0.2-dev"}, {"id", kId},		{"status", status},
-		{"pid", 4242},		 {"bundle", "/b"}, {"annotations", std::move(annotations)}};
+	return {{"ociVersion", "1.0.2-dev"},
+		{"id", kId},
+		{"status", status},
+		{"pid", 4242},
+		{"bundle", "/b"},
+		{"annotations", std::move(annotations)}};
 }
 
 OciHookPlan plan(const json& s, const std::string& def = "")
@@ -64,8 +68,9 @@ TEST(OciHookPlan, TheAnnotationNamesThePolicyAndTheIdTheSandbox)
 	EXPECT_EQ(p.name, "ctr-02fcfc6add05");
 	// Any other status than "creating" is a later stage: too late, or inside the container.
 	EXPECT_EQ(error_of(state("created", {{"io.airlock.policy", "a"}}).dump()),
-		  "container " + kId + ": its status is 'created': airlock oci-hook belongs to the createRuntime or "
-				       "prestart stage, before the container's program runs");
+		  "container " + kId +
+			  ": its status is 'created': airlock oci-hook belongs to the createRuntime or "
+			  "prestart stage, before the container's program runs");
 }
 
 TEST(OciHookPlan, OnlyAllowedPoliciesMayBeChosenByAnnotation)
@@ -77,8 +82,8 @@ TEST(OciHookPlan, OnlyAllowedPoliciesMayBeChosenByAnnotation)
 	auto no = plan_oci_hook(state("creating", {{"io.airlock.policy", "audit-learn"}}).dump(), o);
 	ASSERT_FALSE(no.ok());
 	EXPECT_EQ(no.rejection().first(), "container " + kId +
-						     ": annotation io.airlock.policy='audit-learn' is not a policy "
-						     "containers may choose here (agent, research)");
+						  ": annotation io.airlock.policy='audit-learn' is not a policy "
+						  "containers may choose here (agent, research)");
 	// The default is the operator's: not limited by the list.
 	auto def = plan_oci_hook(state().dump(), airlock::ops::OciHookOptions{"strict", {"agent"}});
 	ASSERT_TRUE(def.ok());
@@ -137,9 +142,10 @@ TEST(OciHookPlan, AStoppedContainerIsLeftToTheDaemon)
 TEST(OciHookPlan, AnAnnotationThatIsNotAPolicyNameIsRefused)
 {
 	const std::string who = "container " + kId + ": ";
-	EXPECT_EQ(error_of(state("creating", {{"io.airlock.policy", "/etc/passwd"}}).dump()),
-		  who + "annotation io.airlock.policy='/etc/passwd' is not a policy name (a name in the daemon's policy "
-			"directory: 1-128 of A-Z a-z 0-9 . _ -; a container never names a file)");
+	EXPECT_EQ(
+		error_of(state("creating", {{"io.airlock.policy", "/etc/passwd"}}).dump()),
+		who + "annotation io.airlock.policy='/etc/passwd' is not a policy name (a name in the daemon's policy "
+		      "directory: 1-128 of A-Z a-z 0-9 . _ -; a container never names a file)");
 	for (const char* bad : {"../x", "a/b", ".hidden", "", "x y", "a\nb"})
 		EXPECT_NE(error_of(state("creating", {{"io.airlock.policy", bad}}).dump()).find("is not a policy name"),
 			  std::string::npos)
@@ -147,7 +153,7 @@ TEST(OciHookPlan, AnAnnotationThatIsNotAPolicyNameIsRefused)
 	EXPECT_EQ(error_of(state("creating", {{"io.airlock.policy", 7}}).dump()),
 		  who + "annotation io.airlock.policy is not a string");
 	EXPECT_EQ(error_of(state("creating", {{"io.airlock.policy", std::string(129, 'p')}}).dump())
-			  .find("is not a policy name") != std::string::npos,
+				  .find("is not a policy name") != std::string::npos,
 		  true);
 }
 

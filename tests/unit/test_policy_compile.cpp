@@ -66,9 +66,9 @@ struct Checker {
 	{
 		KernelDecision k = kernel_lookup(compiled, id, dst, port, proto);
 		KernelDecision ref = reference_decision(policy, dst, port, proto);
-		EXPECT_EQ(k, ref) << format_address(dst) << " port " << port << " proto " << int(proto)
-				  << ": kernel {" << k.allowed << "," << k.rule << "} reference {" << ref.allowed
-				  << "," << ref.rule << "}";
+		EXPECT_EQ(k, ref) << format_address(dst) << " port " << port << " proto " << int(proto) << ": kernel {"
+				  << k.allowed << "," << k.rule << "} reference {" << ref.allowed << "," << ref.rule
+				  << "}";
 		return k;
 	}
 	KernelDecision operator()(const char* dst, uint16_t port, uint8_t proto = AL_PROTO_TCP) const
@@ -77,8 +77,14 @@ struct Checker {
 	}
 };
 
-KernelDecision allow(uint16_t rule) { return {true, rule}; }
-KernelDecision deny(uint16_t rule) { return {false, rule}; }
+KernelDecision allow(uint16_t rule)
+{
+	return {true, rule};
+}
+KernelDecision deny(uint16_t rule)
+{
+	return {false, rule};
+}
 
 const CompiledPrefix* find_entry(const CompiledPolicy& c, const char* address, int len)
 {
@@ -350,10 +356,12 @@ TEST(Compile, LpmKey)
 		{AL_FAMILY_IPV6, 128, {0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54}},
 	};
 	for (const Want& w : want) {
-		auto it = std::find_if(d.compiled.prefixes.begin(), d.compiled.prefixes.end(), [&](const CompiledPrefix& e) {
-			return e.key.family == w.family && e.key.prefixlen == AL_LPM_FIXED_BITS + w.len &&
-			       std::equal(w.addr.begin(), w.addr.end(), e.key.addr);
-		});
+		auto it = std::find_if(d.compiled.prefixes.begin(), d.compiled.prefixes.end(),
+				       [&](const CompiledPrefix& e) {
+					       return e.key.family == w.family &&
+						      e.key.prefixlen == AL_LPM_FIXED_BITS + w.len &&
+						      std::equal(w.addr.begin(), w.addr.end(), e.key.addr);
+				       });
 		ASSERT_NE(it, d.compiled.prefixes.end()) << int(w.family) << "/" << w.len;
 		EXPECT_EQ(it->key.policy_id, id);
 	}
@@ -386,8 +394,8 @@ std::string ports_json(int n, int first)
 
 TEST(Compile, TooManyRangesIsAnErrorNamingThePrefix)
 {
-	Policy at_limit = parse(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "ports": )" +
-				    ports_json(AL_MAX_RANGES, 1000) + "}"));
+	Policy at_limit = parse(
+		doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "ports": )" + ports_json(AL_MAX_RANGES, 1000) + "}"));
 	CompiledPolicy ok = compile_ok(at_limit, 1);
 	ASSERT_EQ(ok.prefixes.size(), 1u);
 	EXPECT_EQ(ok.prefixes[0].value.count, static_cast<uint32_t>(AL_MAX_RANGES));
@@ -398,25 +406,26 @@ TEST(Compile, TooManyRangesIsAnErrorNamingThePrefix)
 	EXPECT_FALSE(r);
 	ASSERT_EQ(errors_in(r).size(), 1u);
 	EXPECT_EQ(errors_in(r)[0].str(), "p.json: rules: 10.0.0.0/8 needs 33 port ranges once less specific rules are "
-				     "folded in; the kernel holds 32");
+					 "folded in; the kernel holds 32");
 
 	// Folding: the /8 fits alone, the /16 does not once the /8's ranges join its own.
 	Policy folded = parse(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "ports": )" + ports_json(20, 1000) +
 				  R"(}, {"action": "deny", "cidr": "10.1.0.0/16", "ports": )" + ports_json(13, 2000) +
-				  R"(}, {"action": "deny", "cidr": "2001:db8::/32", "ports": )" + ports_json(13, 2000) + "}"));
+				  R"(}, {"action": "deny", "cidr": "2001:db8::/32", "ports": )" + ports_json(13, 2000) +
+				  "}"));
 	r = compile_policy(folded, 1);
 	EXPECT_FALSE(r);
 	ASSERT_EQ(errors_in(r).size(), 1u);
 	EXPECT_EQ(errors_in(r)[0].str(), "p.json: rules: 10.1.0.0/16 needs 33 port ranges once less specific rules are "
-				     "folded in; the kernel holds 32");
+					 "folded in; the kernel holds 32");
 
 	// Ranges that a more specific deny shadows are not counted.
-	Policy shadowed = parse(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "ports": )" +
-				    ports_json(40, 1000) + R"(, "protocol": "tcp"}, {"action": "deny", "cidr": "10.1.0.0/16"})"));
+	Policy shadowed = parse(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "ports": )" + ports_json(40, 1000) +
+				    R"(, "protocol": "tcp"}, {"action": "deny", "cidr": "10.1.0.0/16"})"));
 	r = compile_policy(shadowed, 1);
 	ASSERT_EQ(errors_in(r).size(), 1u);  // the /8 itself still needs 40
 	EXPECT_EQ(errors_in(r)[0].str(), "p.json: rules: 10.0.0.0/8 needs 40 port ranges once less specific rules are "
-				     "folded in; the kernel holds 32");
+					 "folded in; the kernel holds 32");
 }
 
 TEST(Compile, ShadowedRangesDropped)
@@ -729,8 +738,8 @@ KernelDecision model_decision(const std::vector<ModelRule>& rules, const Address
 		if (!in)
 			continue;
 		bool port_ok = r.ports.empty() || std::any_of(r.ports.begin(), r.ports.end(), [&](auto pr) {
-			return pr.first <= port && port <= pr.second;
-		});
+				       return pr.first <= port && port <= pr.second;
+			       });
 		if (!port_ok)
 			continue;
 		if (best < 0) {
@@ -785,7 +794,8 @@ TEST(CompileProperty, KernelLookupMatchesTheDefinition)
 			// The only way a generated policy can fail.
 			ASSERT_FALSE(errors_in(c).empty());
 			for (const auto& e : errors_in(c))
-				ASSERT_NE(e.message.find("port ranges once less specific rules are folded in"), std::string::npos)
+				ASSERT_NE(e.message.find("port ranges once less specific rules are folded in"),
+					  std::string::npos)
 					<< e.str();
 			too_many_ranges++;
 			continue;
@@ -813,9 +823,10 @@ TEST(CompileProperty, KernelLookupMatchesTheDefinition)
 					denied_by_rule++;
 				if (!(k == ref && k == model)) {
 					mismatches++;
-					ADD_FAILURE() << "destination " << format_address(dst) << " port " << port << " proto bit "
-						      << int(proto) << ": kernel_lookup " << show(k)
-						      << ", reference_decision " << show(ref) << ", model " << show(model);
+					ADD_FAILURE()
+						<< "destination " << format_address(dst) << " port " << port
+						<< " proto bit " << int(proto) << ": kernel_lookup " << show(k)
+						<< ", reference_decision " << show(ref) << ", model " << show(model);
 				}
 			}
 		}

@@ -39,8 +39,7 @@ Policy parse_ok(const std::string& text)
 TEST(PolicyFamilies, DefaultIsExactlyInetInet6UnixAndNetlinkRoute)
 {
 	Policy p = parse_ok(doc(""));
-	EXPECT_EQ(p.families,
-		  (1ull << AF_INET) | (1ull << AF_INET6) | (1ull << AF_UNIX) | (1ull << kNetlinkRouteBit));
+	EXPECT_EQ(p.families, (1ull << AF_INET) | (1ull << AF_INET6) | (1ull << AF_UNIX) | (1ull << kNetlinkRouteBit));
 	EXPECT_EQ(family_names(p.families), (std::vector<std::string>{"unix", "inet", "inet6", "netlink-route"}));
 	EXPECT_EQ(parse_ok(doc(R"(, "families": ["netlink-route"])")).families, 1ull << kNetlinkRouteBit);
 	EXPECT_FALSE(p.io_uring);
@@ -57,11 +56,26 @@ TEST(PolicyFamilies, TableMatchesLinuxSocketH)
 {
 	static_assert(AF_MAX == kFamilyMax, "a family of linux/socket.h has no name in the table");
 	const std::pair<const char*, int> known[] = {
-		{"unix", AF_UNIX},     {"inet", AF_INET},     {"inet6", AF_INET6},     {"netlink", AF_NETLINK},
-		{"packet", AF_PACKET}, {"vsock", AF_VSOCK},   {"xdp", AF_XDP},         {"tipc", AF_TIPC},
-		{"rds", AF_RDS},       {"smc", AF_SMC},       {"kcm", AF_KCM},         {"bluetooth", AF_BLUETOOTH},
-		{"can", AF_CAN},       {"alg", AF_ALG},       {"qipcrtr", AF_QIPCRTR}, {"mctp", AF_MCTP},
-		{"ieee802154", AF_IEEE802154}, {"ib", AF_IB}, {"mpls", AF_MPLS},       {"key", AF_KEY},
+		{"unix", AF_UNIX},
+		{"inet", AF_INET},
+		{"inet6", AF_INET6},
+		{"netlink", AF_NETLINK},
+		{"packet", AF_PACKET},
+		{"vsock", AF_VSOCK},
+		{"xdp", AF_XDP},
+		{"tipc", AF_TIPC},
+		{"rds", AF_RDS},
+		{"smc", AF_SMC},
+		{"kcm", AF_KCM},
+		{"bluetooth", AF_BLUETOOTH},
+		{"can", AF_CAN},
+		{"alg", AF_ALG},
+		{"qipcrtr", AF_QIPCRTR},
+		{"mctp", AF_MCTP},
+		{"ieee802154", AF_IEEE802154},
+		{"ib", AF_IB},
+		{"mpls", AF_MPLS},
+		{"key", AF_KEY},
 	};
 	for (auto [name, af] : known) {
 		EXPECT_EQ(family_number(name), af) << name;
@@ -78,12 +92,13 @@ TEST(PolicyFamilies, ExactErrors)
 	EXPECT_EQ(errors_of(doc(R"(, "families": ["inet", "vsocks"])")),
 		  (std::vector<std::string>{"p.json: families/1: 'vsocks' is not a socket family airlock knows (inet, "
 					    "inet6, unix, netlink-route, netlink, packet, vsock, ...)"}));
-	EXPECT_EQ(errors_of(doc(R"(, "families": ["unspec", "INET"])")),
-		  (std::vector<std::string>{
-			  "p.json: families/0: 'unspec' is not a socket family airlock knows (inet, inet6, unix, "
-			  "netlink-route, netlink, packet, vsock, ...)",
-			  "p.json: families/1: 'INET' is not a socket family airlock knows (inet, inet6, unix, netlink-route, "
-			  "netlink, packet, vsock, ...)"}));
+	EXPECT_EQ(
+		errors_of(doc(R"(, "families": ["unspec", "INET"])")),
+		(std::vector<std::string>{
+			"p.json: families/0: 'unspec' is not a socket family airlock knows (inet, inet6, unix, "
+			"netlink-route, netlink, packet, vsock, ...)",
+			"p.json: families/1: 'INET' is not a socket family airlock knows (inet, inet6, unix, netlink-route, "
+			"netlink, packet, vsock, ...)"}));
 	EXPECT_EQ(errors_of(doc(R"(, "families": "inet")")),
 		  (std::vector<std::string>{"p.json: families: expected an array, got a string"}));
 	EXPECT_EQ(errors_of(doc(R"(, "families": [2])")),

@@ -115,8 +115,7 @@ TEST(DuplicateKeys, CollectedWithTheOtherErrors)
 {
 	EXPECT_EQ(errors_of(R"({"version": 2, "version": 1, "name": "a", "rules": [
 		{"action": "allow", "cidr": "10.0.0.1/8", "ports": [0], "ports": [1]}]})"),
-		  (Lines{"p.json: (root): duplicate key 'version'",
-			 "p.json: rules/0: duplicate key 'ports'",
+		  (Lines{"p.json: (root): duplicate key 'version'", "p.json: rules/0: duplicate key 'ports'",
 			 "p.json: rules/0/cidr: '10.0.0.1/8' has host bits set; did you mean '10.0.0.0/8'?"}));
 }
 

@@ -97,8 +97,8 @@ TEST(PolicyWorld, RedirectErrorsNameTheirPath)
 	const std::string R = "p.json: rules/0";
 	// A target is one unicast address: not the unspecified one (a connect
 	// takes it for loopback), not multicast, not broadcast.
-	for (const char* bad : {"0.0.0.0:80", "224.0.0.1:80", "239.1.2.3:80", "255.255.255.255:80", "[::]:80",
-				"[ff02::1]:80"})
+	for (const char* bad :
+	     {"0.0.0.0:80", "224.0.0.1:80", "239.1.2.3:80", "255.255.255.255:80", "[::]:80", "[ff02::1]:80"})
 		EXPECT_EQ(errors_of(doc(std::string(R"({"action": "redirect", "cidr": "10.0.0.0/8", "to": ")") + bad +
 					"\"}")),
 			  Lines{R + "/to: '" + bad + "' is not a unicast address (a simulator listens on one address)"})
@@ -146,7 +146,8 @@ TEST(PolicyWorld, TheWorldBlock)
 	const std::string redirect = R"({"action": "redirect", "cidr": "0.0.0.0/0", "to": "world"})";
 	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "cidr": "10.0.0.0/8"})", R"(, "world": {})")),
 		  Lines{"p.json: world: no rule redirects to \"world\""});
-	EXPECT_EQ(errors_of(doc(redirect, R"(, "world": {"record": "/x"})")), Lines{"p.json: world: unknown key 'record'"});
+	EXPECT_EQ(errors_of(doc(redirect, R"(, "world": {"record": "/x"})")),
+		  Lines{"p.json: world: unknown key 'record'"});
 	EXPECT_EQ(errors_of(doc(redirect, R"(, "world": {"records": "rel/dir"})")),
 		  Lines{"p.json: world/records: 'rel/dir' is not an absolute directory"});
 	EXPECT_EQ(errors_of(doc(redirect, R"(, "world": {"max_body_bytes": -1})")),
@@ -202,15 +203,19 @@ TEST(PolicyWorld, TlsAndBudgetOnAllowRules)
 	EXPECT_FALSE(p.world);
 
 	const std::string R = "p.json: rules/0";
-	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "domain": "a.com", "protocol": "tcp", "tls": {"sni": "prefer"}})")),
+	EXPECT_EQ(errors_of(doc(
+			  R"({"action": "allow", "domain": "a.com", "protocol": "tcp", "tls": {"sni": "prefer"}})")),
 		  Lines{R + "/tls/sni: 'prefer' is not require"});
 	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "domain": "a.com", "protocol": "tcp", "tls": {}})")),
 		  Lines{R + "/tls/sni: missing (\"require\")"});
 	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "domain": "a.com", "tls": {"sni": "require"}})")),
-		  Lines{R + "/tls: needs \"protocol\": \"tcp\" (UDP to the same destination would pass beside the gate: "
-			    "QUIC falls back to TCP when it is denied)"});
-	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "protocol": "tcp", "tls": {"sni": "require"}})")),
-		  Lines{R + "/tls: applies to domain rules (the ClientHello's name is checked against the rule's)"});
+		  Lines{R +
+			"/tls: needs \"protocol\": \"tcp\" (UDP to the same destination would pass beside the gate: "
+			"QUIC falls back to TCP when it is denied)"});
+	EXPECT_EQ(
+		errors_of(doc(
+			R"({"action": "allow", "cidr": "10.0.0.0/8", "protocol": "tcp", "tls": {"sni": "require"}})")),
+		Lines{R + "/tls: applies to domain rules (the ClientHello's name is checked against the rule's)"});
 	EXPECT_EQ(errors_of(doc(R"({"action": "deny", "domain": "a.com", "tls": {"sni": "require"}, "budget": {}})")),
 		  (Lines{R + "/tls: applies to allow rules only", R + "/budget: applies to allow rules only"}));
 	EXPECT_EQ(errors_of(doc(R"({"action": "allow", "cidr": "10.0.0.0/8", "budget": {"egress_bytes": 0}})")),
@@ -245,7 +250,8 @@ TEST(PolicyWorld, RedirectSitsBetweenDenyAndAllow)
 	EXPECT_EQ(at("10.8.1.1", 80), (KernelDecision{true, 4, false})) << "a longer allow beats the redirect";
 	for (const char* a : {"10.1.2.3", "10.9.1.1", "10.8.1.1"})
 		for (uint16_t port : {22, 80, 443})
-			EXPECT_EQ(at(a, port), reference_decision(p, *parse_address(a), port, AL_PROTO_TCP)) << a << port;
+			EXPECT_EQ(at(a, port), reference_decision(p, *parse_address(a), port, AL_PROTO_TCP))
+				<< a << port;
 	EXPECT_EQ(reference_name_decision(p, "a.example", 443, AL_PROTO_TCP), (KernelDecision{false, 6, true}));
 	EXPECT_EQ(reference_name_decision(p, "b.a.example", 443, AL_PROTO_TCP), (KernelDecision{true, 7, false}));
 	const al_rule_set* rs = kernel_name_lookup(c, "a.example");
@@ -284,7 +290,8 @@ TEST(PolicyWorld, ASynthesizingWorldTakesEveryQueryAndItsAddresses)
 TEST(PolicyWorld, QueriesLeaveOnlyWhereTheWorldDoesNotAnswerThem)
 {
 	auto query_flag = [](const std::string& extra, const std::string& to) {
-		Policy p = parse_ok(doc(R"({"action": "redirect", "domain": "x.example", "to": ")" + to + "\"}", extra));
+		Policy p = parse_ok(
+			doc(R"({"action": "redirect", "domain": "x.example", "to": ")" + to + "\"}", extra));
 		auto c = compile_policy(p, 1);
 		EXPECT_TRUE(c);
 		const al_rule_set* rs = c ? kernel_name_lookup(*c, "x.example") : nullptr;

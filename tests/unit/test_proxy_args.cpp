@@ -60,17 +60,18 @@ TEST(ProxyArgs, TheCommandLineIsOptionValuePairsInTheHandoverOrder)
 	a.ca_fd = -1;
 	a.control_fd = 8;
 	a.learned_fd = -1;
-	std::vector<std::string> want = {"--sandbox",    "web",         "--slot",     "17",          "--policy",
-					 a.policy_file,  "--user",      "airlock-proxy", "--records-fd", "3",
-					 "--origin-fd",  "4",           "--listen-fd", "5",           "--listen-fd",
-					 "6",            "--udp-fd",    "7",          "--control-fd", "8"};
+	std::vector<std::string> want = {"--sandbox",    "web",         "--slot",       "17",
+					 "--policy",     a.policy_file, "--user",       "airlock-proxy",
+					 "--records-fd", "3",           "--origin-fd",  "4",
+					 "--listen-fd",  "5",           "--listen-fd",  "6",
+					 "--udp-fd",     "7",           "--control-fd", "8"};
 	EXPECT_EQ(a.to_argv(), want);
 }
 
 TEST(ProxyArgs, AnOptionMayCarryItsValueAfterAnEqualsSign)
 {
-	auto a = ProxyArgs::from_argv({"--sandbox=web", "--slot=2", "--policy=/p.json", "--records-fd=3",
-				       "--origin-fd=4", "--listen-fd=5"});
+	auto a = ProxyArgs::from_argv(
+		{"--sandbox=web", "--slot=2", "--policy=/p.json", "--records-fd=3", "--origin-fd=4", "--listen-fd=5"});
 	ASSERT_TRUE(a.ok()) << a.rejection().first();
 	EXPECT_EQ(a->sandbox, "web");
 	EXPECT_EQ(a->slot, 2u);

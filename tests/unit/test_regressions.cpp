@@ -77,9 +77,11 @@ TEST(Regressions, ANumberOutOfRangeIsAJsonErrorWithItsPlace)
 // an EDNS option's error and of a duplicate key's below it.
 TEST(Regressions, KeysInJsonPathsAreEscaped)
 {
-	EXPECT_EQ(only_error(R"({"version": 1, "name": "a", "rules": [], "dns": {"edns": {"options": {"CO\nOKIE": 8}}}})"),
-		  "p.json: dns/edns/options/CO\\x0aOKIE: 'CO\\x0aOKIE' is not an EDNS option name airlock knows or a code "
-		  "(0-65535)");
+	EXPECT_EQ(
+		only_error(
+			R"({"version": 1, "name": "a", "rules": [], "dns": {"edns": {"options": {"CO\nOKIE": 8}}}})"),
+		"p.json: dns/edns/options/CO\\x0aOKIE: 'CO\\x0aOKIE' is not an EDNS option name airlock knows or a code "
+		"(0-65535)");
 	EXPECT_EQ(policy_errors(R"({"version": 1, "name": "a", "rules": [], "x\ny": {"k": 1, "k": 2}})"),
 		  (Lines{"p.json: x\\x0ay: duplicate key 'k'", "p.json: (root): unknown key 'x\\x0ay'"}));
 	// A canned response's header names are keys too (found by fuzz_policy).
@@ -93,9 +95,11 @@ TEST(Regressions, KeysInJsonPathsAreEscaped)
 // they are, and cut the value at 40 bytes, inside a UTF-8 character.
 TEST(Regressions, ConfigMessagesAreAscii)
 {
-	EXPECT_EQ(config_errors(R"({"policy_di\u007fr": "/p", "audit_log_keep": "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"})"),
-		  (Lines{": audit_log_keep: expected a whole number, got \"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u0",
-			 ": (root): unknown key \"policy_di\\u007fr\""}));
+	EXPECT_EQ(
+		config_errors(
+			R"({"policy_di\u007fr": "/p", "audit_log_keep": "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"})"),
+		(Lines{": audit_log_keep: expected a whole number, got \"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u0",
+		       ": (root): unknown key \"policy_di\\u007fr\""}));
 }
 
 // The model of the kernel's unix lookup compared the name's chars (signed)
@@ -108,7 +112,7 @@ TEST(Regressions, UnixModelMatchesBytesAboveAscii)
 		{"action": "allow", "unix": "@session\u04d6us"},
 		{"action": "allow", "unix": "/run/\u00e9t\u00e9/*"},
 		{"action": "refuse", "unix": "@*"}]})",
-					  "p.json");
+				   "p.json");
 	ASSERT_TRUE(r.ok());
 	auto c = compile_policy(*r, 1);
 	ASSERT_TRUE(c);

@@ -100,7 +100,8 @@ std::string read_n(int fd, size_t n)
 	std::string out;
 	auto end = std::chrono::steady_clock::now() + kDeadline;
 	while (out.size() < n) {
-		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end -
+										  std::chrono::steady_clock::now());
 		if (left.count() <= 0 || !readable_within(fd, left))
 			break;
 		char buf[4096];
@@ -118,7 +119,8 @@ std::optional<std::string> read_to_eof(int fd)
 	std::string out;
 	auto end = std::chrono::steady_clock::now() + kDeadline;
 	for (;;) {
-		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end -
+										  std::chrono::steady_clock::now());
 		if (left.count() <= 0 || !readable_within(fd, left))
 			return std::nullopt;
 		char buf[4096];

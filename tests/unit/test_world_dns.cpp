@@ -45,13 +45,14 @@ TEST(WorldDns, AQuestionIsReadAsSent)
 TEST(WorldDns, WhatIsNotAQueryOrCannotBeReadIsSaidSo)
 {
 	EXPECT_TRUE(parse_dns_query(std::string(11, '\0')).ignore);
-	EXPECT_TRUE(parse_dns_query(message(0x8180, 1, question(kName, 1))).ignore);  // a response
+	EXPECT_TRUE(parse_dns_query(message(0x8180, 1, question(kName, 1))).ignore);                   // a response
 	EXPECT_EQ(parse_dns_query(message(0x2800, 1, question(kName, 1))).problem, DnsRcode::NotImp);  // UPDATE
 	EXPECT_EQ(parse_dns_query(message(0, 2, question(kName, 1) + question(kName, 1))).problem, DnsRcode::FormErr);
 	EXPECT_EQ(parse_dns_query(message(0, 0, "")).problem, DnsRcode::FormErr);
 	// A compression pointer, a label of 64, a name past 255, a cut question.
 	EXPECT_EQ(parse_dns_query(message(0, 1, question("\3api\xc0\x0c", 1))).problem, DnsRcode::FormErr);
-	EXPECT_EQ(parse_dns_query(message(0, 1, question("\x40" + std::string(64, 'a') + std::string(1, '\0'), 1))).problem,
+	EXPECT_EQ(parse_dns_query(message(0, 1, question("\x40" + std::string(64, 'a') + std::string(1, '\0'), 1)))
+			  .problem,
 		  DnsRcode::FormErr);
 	std::string longname;
 	for (int i = 0; i < 5; i++)
@@ -79,14 +80,19 @@ TEST(WorldDns, TheAnswers)
 	EXPECT_EQ(aaaa.wire.substr(6, 2), be16(0));  // no answer
 	EXPECT_EQ(answer_dns_query(parse_dns_query(message(0, 1, question(kName, 1, 3))), t).rcode, DnsRcode::Refused);
 	DnsAnswer ptr = answer_dns_query(
-		parse_dns_query(message(0, 1, question(std::string("\0011\0010\00218\003198\7in-addr\4arpa\0", 25), 12))), t);
+		parse_dns_query(
+			message(0, 1, question(std::string("\0011\0010\00218\003198\7in-addr\4arpa\0", 25), 12))),
+		t);
 	EXPECT_EQ(ptr.answer, "api.example.com");
 	EXPECT_EQ(ptr.wire.substr(ptr.wire.size() - kName.size()), kName);
 	DnsAnswer none = answer_dns_query(
-		parse_dns_query(message(0, 1, question(std::string("\0012\0010\00218\003198\7in-addr\4arpa\0", 25), 12))), t);
+		parse_dns_query(
+			message(0, 1, question(std::string("\0012\0010\00218\003198\7in-addr\4arpa\0", 25), 12))),
+		t);
 	EXPECT_EQ(none.rcode, DnsRcode::NxDomain);
 	DnsAnswer notimp = answer_dns_query(parse_dns_query(message(0x2900, 1, qa)), t);
-	EXPECT_EQ(notimp.wire, be16(0xabcd) + be16(0xa984) + std::string(8, '\0'));  // opcode and RD copied, no question
+	EXPECT_EQ(notimp.wire,
+		  be16(0xabcd) + be16(0xa984) + std::string(8, '\0'));  // opcode and RD copied, no question
 }
 
 TEST(WorldDns, TheTableBindsOneAddressPerNameAndForgetsTheOldestPastItsCapacity)

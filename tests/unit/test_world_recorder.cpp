@@ -191,7 +191,8 @@ std::optional<std::string> read_to_eof(int fd, std::chrono::milliseconds deadlin
 	std::string out;
 	auto end = std::chrono::steady_clock::now() + deadline;
 	for (;;) {
-		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end -
+										  std::chrono::steady_clock::now());
 		pollfd p{fd, POLLIN, 0};
 		if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
 			return std::nullopt;
@@ -287,7 +288,8 @@ protected:
 	// curl, never through a proxy of the environment; -w appends "|STATUS".
 	Ran curl(std::vector<std::string> args, const std::string& stdin_path = "/dev/null")
 	{
-		std::vector<std::string> argv = {"curl", "-sS", "--noproxy", "*", "--max-time", "10", "-w", "|%{http_code}"};
+		std::vector<std::string> argv = {"curl",       "-sS", "--noproxy", "*",
+						 "--max-time", "10",  "-w",        "|%{http_code}"};
 		argv.insert(argv.end(), args.begin(), args.end());
 		return run(argv, stdin_path);
 	}
@@ -318,9 +320,9 @@ TEST_F(WorldRecorderTest, AGetWithAHeaderIsRecordedAndAnswered)
 	auto rs = await(1);
 	ASSERT_EQ(rs.size(), 1u);
 	const ojson& r = rs[0];
-	EXPECT_EQ(keys(r), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule", "method",
-						     "host", "path", "headers", "body_bytes", "body_truncated", "status",
-						     "duration_ms"}));
+	EXPECT_EQ(keys(r), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule",
+						     "method", "host", "path", "headers", "body_bytes",
+						     "body_truncated", "status", "duration_ms"}));
 	EXPECT_TRUE(std::regex_match(r["time"].get<std::string>(),
 				     std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")));
 	EXPECT_EQ(r["sandbox"], "agent-1");
@@ -444,11 +446,10 @@ TEST_F(WorldRecorderTest, PipelinedRequestsAndConnectionClose)
 {
 	start();
 	Fd c = connect_to(port_);
-	send_all(c.get(),
-		 "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
-		 "HEAD /b HTTP/1.1\r\nHost: h\r\n\r\n"
-		 "GET /c HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
-		 "GET /never HTTP/1.1\r\nHost: h\r\n\r\n");
+	send_all(c.get(), "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+			  "HEAD /b HTTP/1.1\r\nHost: h\r\n\r\n"
+			  "GET /c HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+			  "GET /never HTTP/1.1\r\nHost: h\r\n\r\n");
 	auto got = read_to_eof(c.get());
 	ASSERT_TRUE(got);
 	std::string ok = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 24\r\n";
@@ -511,8 +512,8 @@ TEST_F(WorldRecorderTest, ATlsClientHelloIsRecordedWithItsSniAndClosed)
 	EXPECT_EQ(read_to_eof(c.get(), 5s), std::string());
 	auto rs = await(1);
 	ASSERT_EQ(rs.size(), 1u);
-	EXPECT_EQ(keys(rs[0]), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule", "tls",
-							 "sni", "bytes_in", "head_hex", "duration_ms"}));
+	EXPECT_EQ(keys(rs[0]), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule",
+							 "tls", "sni", "bytes_in", "head_hex", "duration_ms"}));
 	EXPECT_EQ(rs[0]["kind"], "tcp");
 	EXPECT_EQ(rs[0]["tls"], true);
 	EXPECT_EQ(rs[0]["sni"], "api.openai.com");
@@ -560,15 +561,14 @@ TEST_F(WorldRecorderTest, EachDatagramIsARecordByItsSendersOrigin)
 		return o;
 	};
 	start();
-	std::string py = fmt::format(
-		"import socket\n"
-		"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-		"s.bind(('127.0.0.1', 40001))\n"
-		"s.sendto(b'first datagram', ('127.0.0.1', {0}))\n"
-		"s.sendto(bytes(range(200)), ('127.0.0.1', {0}))\n"
-		"t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-		"t.sendto(b'from nobody known', ('127.0.0.1', {0}))\n",
-		port);
+	std::string py = fmt::format("import socket\n"
+				     "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+				     "s.bind(('127.0.0.1', 40001))\n"
+				     "s.sendto(b'first datagram', ('127.0.0.1', {0}))\n"
+				     "s.sendto(bytes(range(200)), ('127.0.0.1', {0}))\n"
+				     "t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+				     "t.sendto(b'from nobody known', ('127.0.0.1', {0}))\n",
+				     port);
 	Ran r = run({"python3", "-c", py});
 	ASSERT_EQ(r.status, 0) << r.out;
 	ASSERT_TRUE(eventually([&] { return recorder_->stats().datagrams == 3; }));
@@ -651,8 +651,8 @@ TEST_F(WorldRecorderTest, TheWorldAnswersDnsAndLaterRecordsCarryTheName)
 
 	auto got = lines();
 	ASSERT_EQ(got.size(), 9u);
-	EXPECT_EQ(keys(got[0]), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "bytes_in",
-							   "query", "qtype", "rcode", "answer"}));
+	EXPECT_EQ(keys(got[0]), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol",
+							  "bytes_in", "query", "qtype", "rcode", "answer"}));
 	EXPECT_EQ(got[0]["kind"], "dns");
 	EXPECT_EQ(got[0]["dst"], "10.0.0.53");
 	EXPECT_EQ(got[0]["port"], 53);
@@ -689,7 +689,8 @@ TEST_F(WorldRecorderTest, TheWorldAnswersDnsAndLaterRecordsCarryTheName)
 		return all;
 	}());
 	ShowResult table = show_records(in, "records", ShowOptions{});
-	EXPECT_TRUE(std::regex_search(table.out, std::regex(R"(dns +10\.0\.0\.53:53 +A api\.example\.com -> 198\.18\.0\.1 )")))
+	EXPECT_TRUE(std::regex_search(table.out,
+				      std::regex(R"(dns +10\.0\.0\.53:53 +A api\.example\.com -> 198\.18\.0\.1 )")))
 		<< table.out;
 	EXPECT_NE(table.out.find("AAAA api.example.com (no data)"), std::string::npos) << table.out;
 	EXPECT_NE(table.out.find("not a query, 18 bytes"), std::string::npos) << table.out;
@@ -710,8 +711,8 @@ TEST_F(WorldRecorderTest, TlsEndsInTheRecorderWithTheWorldsCa)
 	start();
 	std::string base = "https://api.example.com:" + std::to_string(port_);
 	std::string resolve = "api.example.com:" + std::to_string(port_) + ":127.0.0.1";
-	Ran c = curl({"--cacert", bundle, "--resolve", resolve, "-H", "X-Agent: tls-1", base + "/v1/items",
-		      "--next", "--cacert", bundle, "--resolve", resolve, "-d", "secret=42", base + "/v1/submit"});
+	Ran c = curl({"--cacert", bundle, "--resolve", resolve, "-H", "X-Agent: tls-1", base + "/v1/items", "--next",
+		      "--cacert", bundle, "--resolve", resolve, "-d", "secret=42", base + "/v1/submit"});
 	EXPECT_EQ(c.status, 0) << c.out;
 	// (--next resets -w: the second transfer prints its body alone.)
 	EXPECT_EQ(c.out, "airlock world: recorded\n|200airlock world: recorded\n");
@@ -719,9 +720,9 @@ TEST_F(WorldRecorderTest, TlsEndsInTheRecorderWithTheWorldsCa)
 	EXPECT_EQ(bad.status, 60);  // the peer's certificate cannot be verified
 	auto rs = await(3);
 	ASSERT_EQ(rs.size(), 3u);
-	EXPECT_EQ(keys(rs[0]), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule", "tls",
-							  "sni", "method", "host", "path", "headers", "body_bytes",
-							  "body_truncated", "status", "duration_ms"}));
+	EXPECT_EQ(keys(rs[0]), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule",
+							 "tls", "sni", "method", "host", "path", "headers",
+							 "body_bytes", "body_truncated", "status", "duration_ms"}));
 	EXPECT_EQ(rs[0]["kind"], "http");
 	EXPECT_EQ(rs[0]["port"], 443);
 	EXPECT_EQ(rs[0]["tls"], true);
@@ -738,9 +739,12 @@ TEST_F(WorldRecorderTest, TlsEndsInTheRecorderWithTheWorldsCa)
 	EXPECT_FALSE(rs[2].contains("decrypted"));
 	std::istringstream in(rs[0].dump() + "\n" + rs[2].dump() + "\n");
 	ShowResult table = show_records(in, "records", ShowOptions{});
-	EXPECT_TRUE(std::regex_search(table.out, std::regex(R"(https +203\.0\.113\.10:443 +GET api\.example\.com:[0-9]+/v1/items )")))
+	EXPECT_TRUE(
+		std::regex_search(table.out,
+				  std::regex(R"(https +203\.0\.113\.10:443 +GET api\.example\.com:[0-9]+/v1/items )")))
 		<< table.out;
-	EXPECT_TRUE(std::regex_search(table.out, std::regex(R"(tcp +203\.0\.113\.10:443 +[0-9]+ bytes tls sni=api\.example\.com \(.*alert)")))
+	EXPECT_TRUE(std::regex_search(
+		table.out, std::regex(R"(tcp +203\.0\.113\.10:443 +[0-9]+ bytes tls sni=api\.example\.com \(.*alert)")))
 		<< table.out;
 }
 
@@ -757,7 +761,8 @@ TEST_F(WorldRecorderTest, LongNamesAndARequestFollowedByCloseNotify)
 	start();
 	std::string name = std::string(60, 'a') + ".example.com";
 	std::string base = "https://" + name + ":" + std::to_string(port_);
-	Ran c = curl({"--cacert", bundle, "--resolve", name + ":" + std::to_string(port_) + ":127.0.0.1", base + "/long"});
+	Ran c = curl(
+		{"--cacert", bundle, "--resolve", name + ":" + std::to_string(port_) + ":127.0.0.1", base + "/long"});
 	EXPECT_EQ(c.out, "airlock world: recorded\n|200") << c.status;
 	std::string py = fmt::format(
 		"import socket, ssl\n"
@@ -864,9 +869,10 @@ TEST_F(WorldRecorderTest, WhatTheHttpParserRejectsIsRecordedAsAStreamOrAnswered4
 	send_all(c.get(), bad_chunk);
 	auto got = read_to_eof(c.get());
 	ASSERT_TRUE(got);
-	EXPECT_EQ(*got,
-		  "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 27\r\nConnection: close\r\n\r\n"
-		  "airlock world: bad request\n");
+	EXPECT_EQ(
+		*got,
+		"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 27\r\nConnection: close\r\n\r\n"
+		"airlock world: bad request\n");
 	auto rs = await(3);
 	ASSERT_EQ(rs.size(), 3u);
 	EXPECT_EQ(rs[2]["kind"], "http");

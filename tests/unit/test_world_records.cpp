@@ -72,20 +72,22 @@ TEST(WorldRecords, HttpLineHasItsFieldsInOrder)
 	o.name = "api.example.com";
 	std::string line = http_record_line("agent-1", o, r);
 	ASSERT_EQ(line.back(), '\n');
-	EXPECT_EQ(line,
-		  R"({"time":"2026-03-01T12:34:56.789Z","sandbox":"agent-1","kind":"http","dst":"203.0.113.10","port":80,)"
-		  R"("protocol":"tcp","name":"api.example.com","rule":3,"method":"POST","host":"api.example.com",)"
-		  R"("path":"/v1/chat?stream=1","headers":{"Host":"api.example.com","X-Dup":"a, b"},"body":"{\"q\":1}",)"
-		  R"("body_bytes":7,"body_truncated":false,"status":201,"duration_ms":12})"
-		  "\n");
+	EXPECT_EQ(
+		line,
+		R"({"time":"2026-03-01T12:34:56.789Z","sandbox":"agent-1","kind":"http","dst":"203.0.113.10","port":80,)"
+		R"("protocol":"tcp","name":"api.example.com","rule":3,"method":"POST","host":"api.example.com",)"
+		R"("path":"/v1/chat?stream=1","headers":{"Host":"api.example.com","X-Dup":"a, b"},"body":"{\"q\":1}",)"
+		R"("body_bytes":7,"body_truncated":false,"status":201,"duration_ms":12})"
+		"\n");
 	// No name known, no Host, no body, no answer: those fields are absent.
 	HttpRecord bare;
 	bare.time = at_ms(0);
 	bare.method = "GET";
 	bare.path = "/";
 	auto j = ojson::parse(http_record_line("s", origin_v4(), bare));
-	EXPECT_EQ(keys(j), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule", "method",
-						     "path", "headers", "body_bytes", "body_truncated", "duration_ms"}));
+	EXPECT_EQ(keys(j),
+		  (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule", "method",
+					    "path", "headers", "body_bytes", "body_truncated", "duration_ms"}));
 }
 
 TEST(WorldRecords, HostileBytesNeverBreakALine)
@@ -138,16 +140,17 @@ TEST(WorldRecords, TcpLineHasItsFieldsInOrder)
 	std::string head_hex;
 	for (int i = 0; i < 64; i++)
 		head_hex += "16";  // the first 64 bytes only
-	EXPECT_EQ(tcp_record_line("agent-1", o, r),
-		  R"({"time":"2026-03-01T12:34:56.789Z","sandbox":"agent-1","kind":"tcp","dst":"2001:db8::1","port":443,)"
-		  R"("protocol":"tcp","rule":1,"tls":true,"sni":"github.com","bytes_in":517,"head_hex":")" +
-			  head_hex + R"(","duration_ms":4})" + "\n");
+	EXPECT_EQ(
+		tcp_record_line("agent-1", o, r),
+		R"({"time":"2026-03-01T12:34:56.789Z","sandbox":"agent-1","kind":"tcp","dst":"2001:db8::1","port":443,)"
+		R"("protocol":"tcp","rule":1,"tls":true,"sni":"github.com","bytes_in":517,"head_hex":")" +
+			head_hex + R"(","duration_ms":4})" + "\n");
 	r.tls = false;
 	r.sni.clear();
 	r.truncated = true;
 	auto j = ojson::parse(tcp_record_line("agent-1", o, r));
-	EXPECT_EQ(keys(j), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule", "bytes_in",
-						     "head_hex", "truncated", "duration_ms"}));
+	EXPECT_EQ(keys(j), (std::vector<std::string>{"time", "sandbox", "kind", "dst", "port", "protocol", "rule",
+						     "bytes_in", "head_hex", "truncated", "duration_ms"}));
 }
 
 TEST(WorldRecords, UdpLineHasItsFieldsInOrder)
@@ -165,10 +168,11 @@ TEST(WorldRecords, UdpLineHasItsFieldsInOrder)
 	std::string head_hex;
 	for (int i = 0; i < 64; i++)
 		head_hex += "41";  // the first 64 bytes only
-	EXPECT_EQ(udp_record_line("agent-1", o, r),
-		  R"({"time":"2026-03-01T12:34:56.789Z","sandbox":"agent-1","kind":"udp","dst":"203.0.113.11","port":5353,)"
-		  R"("protocol":"udp","name":"printer.local","rule":3,"bytes_in":100,"head_hex":")" +
-			  head_hex + "\"}\n");
+	EXPECT_EQ(
+		udp_record_line("agent-1", o, r),
+		R"({"time":"2026-03-01T12:34:56.789Z","sandbox":"agent-1","kind":"udp","dst":"203.0.113.11","port":5353,)"
+		R"("protocol":"udp","name":"printer.local","rule":3,"bytes_in":100,"head_hex":")" +
+			head_hex + "\"}\n");
 }
 
 class RecordsFile : public ::testing::Test {
@@ -264,8 +268,8 @@ TEST(WorldShow, ATableOfRecordsAndLinesThatAreNot)
 		  "12:34:58.000  tcp           198.51.100.7:22     21 bytes                             -      -\n"
 		  "12:34:59.000  http          203.0.113.10:80     PUT /upload                          70000  -\n"
 		  "12:35:00.000  records-full  -                   records stopped at 300 bytes         -      -\n");
-	EXPECT_EQ(r.errors,
-		  (std::vector<std::string>{"w.jsonl:3: not a JSON record, skipped", "w.jsonl:6: not a JSON record, skipped"}));
+	EXPECT_EQ(r.errors, (std::vector<std::string>{"w.jsonl:3: not a JSON record, skipped",
+						      "w.jsonl:6: not a JSON record, skipped"}));
 
 	// One sandbox's, as the lines they are.
 	in.clear();
@@ -274,9 +278,10 @@ TEST(WorldShow, ATableOfRecordsAndLinesThatAreNot)
 	o.sandbox = "b";
 	o.json = true;
 	r = show_records(in, "w.jsonl", o);
-	EXPECT_EQ(r.out,
-		  R"({"time":"2026-03-01T12:34:58.000Z","sandbox":"b","kind":"tcp","dst":"198.51.100.7","port":22,"protocol":"tcp","rule":2,"bytes_in":21,"head_hex":"","duration_ms":5})"
-		  "\n");
+	EXPECT_EQ(
+		r.out,
+		R"({"time":"2026-03-01T12:34:58.000Z","sandbox":"b","kind":"tcp","dst":"198.51.100.7","port":22,"protocol":"tcp","rule":2,"bytes_in":21,"head_hex":"","duration_ms":5})"
+		"\n");
 	EXPECT_EQ(r.errors.size(), 2u);
 }
 
@@ -286,9 +291,8 @@ TEST(WorldShow, ADatagramIsItsSize)
 		R"({"time":"2026-03-01T12:34:56.789Z","sandbox":"a","kind":"udp","dst":"fd77::3","port":443,"protocol":"udp","rule":1,"bytes_in":1200,"head_hex":"c0"})"
 		"\n");
 	ShowResult r = show_records(in, "w.jsonl", {});
-	EXPECT_EQ(r.out,
-		  "TIME          KIND  DESTINATION    WHAT        BODY  STATUS\n"
-		  "12:34:56.789  udp   [fd77::3]:443  1200 bytes  -     -\n");
+	EXPECT_EQ(r.out, "TIME          KIND  DESTINATION    WHAT        BODY  STATUS\n"
+			 "12:34:56.789  udp   [fd77::3]:443  1200 bytes  -     -\n");
 	EXPECT_TRUE(r.errors.empty());
 }
 
@@ -322,7 +326,7 @@ TEST(WorldResponses, TheFirstMatchingResponseAnswers)
 		return r ? r->status : 0u;
 	};
 	EXPECT_EQ(status("api.example.com", "POST", "/v1/chat"), 201u);
-	EXPECT_EQ(status("API.EXAMPLE.COM:8443", "POST", "/v1/"), 201u);  // case, port
+	EXPECT_EQ(status("API.EXAMPLE.COM:8443", "POST", "/v1/"), 201u);   // case, port
 	EXPECT_EQ(status("api.example.com.", "POST", "/v1/x?y=1"), 201u);  // trailing dot, query
 	EXPECT_EQ(status("api.example.com", "POST", "/v2/chat"), 0u);
 	EXPECT_EQ(status("api.example.com", "post", "/v1/chat"), 0u);  // methods are case-sensitive

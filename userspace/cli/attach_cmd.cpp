@@ -13,10 +13,13 @@ void register_attach(CLI::App& app, Globals& g)
 {
 	auto o = std::make_shared<ops::NewSandbox>();
 	auto* attach = app.add_subcommand("attach", "Enforce a policy on an existing cgroup (a container, a unit)");
-	auto* cgroup = attach->add_option("--cgroup", o->cgroup, "The cgroup: absolute, or relative to the cgroup2 mount");
-	attach->add_option("--pid", o->pid, "The cgroup of this process (how a container is attached)")->excludes(cgroup);
+	auto* cgroup = attach->add_option("--cgroup", o->cgroup,
+					  "The cgroup: absolute, or relative to the cgroup2 mount");
+	attach->add_option("--pid", o->pid, "The cgroup of this process (how a container is attached)")
+		->excludes(cgroup);
 	attach->add_option("--policy,-p", o->policy_file, "Policy file")->required();
-	attach->add_option("--name,-n", o->name, "Sandbox name (default: the cgroup's own name)")->check(sandbox_name());
+	attach->add_option("--name,-n", o->name, "Sandbox name (default: the cgroup's own name)")
+		->check(sandbox_name());
 	attach->add_option("--audit-log", o->audit_log, "JSON-lines audit log (default /var/log/airlock/audit.jsonl)");
 	attach->add_flag("--log-allowed", o->log_allowed, "Also log allowed connections and datagrams");
 	add_audit_bound(attach, o->audit_bound);

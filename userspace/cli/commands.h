@@ -33,7 +33,7 @@ struct Globals {
 
 using RegisterCommand = void (*)(CLI::App&, Globals&);
 
-void register_policy(CLI::App&, Globals&);     // policy check, show, suggest
+void register_policy(CLI::App&, Globals&);  // policy check, show, suggest
 void register_run(CLI::App&, Globals&);
 void register_exec(CLI::App&, Globals&);
 void register_status(CLI::App&, Globals&);
@@ -42,13 +42,13 @@ void register_kill(CLI::App&, Globals&);
 void register_reload(CLI::App&, Globals&);
 void register_attach(CLI::App&, Globals&);
 void register_detach(CLI::App&, Globals&);
-void register_sandbox(CLI::App&, Globals&);    // sandbox create, delete
+void register_sandbox(CLI::App&, Globals&);  // sandbox create, delete
 void register_daemon(CLI::App&, Globals&);
 void register_events(CLI::App&, Globals&);
-void register_world(CLI::App&, Globals&);      // world show
+void register_world(CLI::App&, Globals&);  // world show
 void register_uninstall(CLI::App&, Globals&);
 void register_oci_hook(CLI::App&, Globals&);
-void register_proxy(CLI::App&, Globals&);      // hidden: started by airlock itself
+void register_proxy(CLI::App&, Globals&);  // hidden: started by airlock itself
 
 // What a command of the callback's (sub)command does once the command line
 // is parsed: it becomes the action main() runs.

@@ -17,7 +17,10 @@ using nlohmann::json;
 
 namespace {
 
-Request about(Request::Cmd cmd, const std::string& name) { return Request::of(cmd, name); }
+Request about(Request::Cmd cmd, const std::string& name)
+{
+	return Request::of(cmd, name);
+}
 
 int cmd_status(const Paths& paths, bool as_json)
 {
@@ -35,9 +38,9 @@ int cmd_status(const Paths& paths, bool as_json)
 		   "VIOLATIONS", "EGRESS", "DNS-DENY", "LEARNED", "CGROUP");
 	for (const auto& s : out["sandboxes"]) {
 		std::string runner = s["runner_alive"].get<bool>() ? std::to_string(s["runner_pid"].get<int>())
-				     : s["attached"].get<bool>()    ? "attached"
-				     : s.value("managed", false)    ? "daemon"
-								    : "dead";
+				     : s["attached"].get<bool>()   ? "attached"
+				     : s.value("managed", false)   ? "daemon"
+								   : "dead";
 		fmt::print("{:<24} {:<12} {:<20} {:>8} {:>10} {:>12} {:>9} {:>8}  {}\n", s["name"].get<std::string>(),
 			   s["state"].get<std::string>(), s["policy"].get<std::string>(), runner,
 			   s["counters"]["violations"].get<uint64_t>(),

@@ -28,9 +28,10 @@ void add_audit_bound(CLI::App* cmd, AuditBound& b)
 		   "--audit-log-max-bytes",
 		   [&b](const uint64_t& v) {
 			   if (v && v < AuditBound::kMinMaxBytes)
-				   throw CLI::ValidationError("--audit-log-max-bytes",
-							      fmt::format("at least {} (or 0: rotated by something else)",
-									  AuditBound::kMinMaxBytes));
+				   throw CLI::ValidationError(
+					   "--audit-log-max-bytes",
+					   fmt::format("at least {} (or 0: rotated by something else)",
+						       AuditBound::kMinMaxBytes));
 			   b.max_bytes = v;
 		   },
 		   fmt::format("Rotate the audit log before it grows past this size (K, M, G suffixes; default {} MiB; "

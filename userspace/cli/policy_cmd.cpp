@@ -25,9 +25,12 @@ void print_ranges(const al_rule_set& rs)
 	for (uint32_t i = 0; i < rs.count && i < AL_MAX_RANGES; i++) {
 		const al_range& r = rs.ranges[i];
 		std::string protos;
-		if (r.proto_mask & AL_PROTO_TCP) protos += "tcp ";
-		if (r.proto_mask & AL_PROTO_UDP) protos += "udp ";
-		if (r.proto_mask & AL_PROTO_ICMP) protos += "icmp ";
+		if (r.proto_mask & AL_PROTO_TCP)
+			protos += "tcp ";
+		if (r.proto_mask & AL_PROTO_UDP)
+			protos += "udp ";
+		if (r.proto_mask & AL_PROTO_ICMP)
+			protos += "icmp ";
 		fmt::print("    {} ports {}-{} {}(rule {})\n",
 			   r.action == AL_ACTION_ALLOW      ? "allow   "
 			   : r.action == AL_ACTION_REDIRECT ? "redirect"
@@ -82,10 +85,11 @@ int cmd_policy_show(const std::string& file)
 					     : "kernel",
 			   r.budget_egress_bytes ? ", budget counted in the kernel" : "");
 	if (p.world) {
-		fmt::print("world: records {}/SANDBOX.jsonl, request bodies up to {} bytes, dns {}, {} canned response{}\n",
-			   p.world->records_dir, p.world->max_body_bytes,
-			   p.world->synthesize_dns ? "synthesized (198.18.0.0/15, nothing leaves)" : "to the resolvers",
-			   p.world->responses.size(), p.world->responses.size() == 1 ? "" : "s");
+		fmt::print(
+			"world: records {}/SANDBOX.jsonl, request bodies up to {} bytes, dns {}, {} canned response{}\n",
+			p.world->records_dir, p.world->max_body_bytes,
+			p.world->synthesize_dns ? "synthesized (198.18.0.0/15, nothing leaves)" : "to the resolvers",
+			p.world->responses.size(), p.world->responses.size() == 1 ? "" : "s");
 	}
 	fmt::print("kernel entries ({}), first matching range decides:\n", c->prefixes.size());
 	for (const auto& e : c->prefixes) {
@@ -102,9 +106,9 @@ int cmd_policy_show(const std::string& file)
 			   (e.value.flags & AL_RS_QUERY) ? "" : " (queries denied)");
 		print_ranges(e.value);
 	}
-	fmt::print("unix entries ({}), an exact path, else the longest prefix; none: deny{}:\n",
-		   c->unix_rules.size(),
-		   allows_outside_abstract(p) ? "" : " (abstract names: the sandbox's own, where Landlock scopes them)");
+	fmt::print("unix entries ({}), an exact path, else the longest prefix; none: deny{}:\n", c->unix_rules.size(),
+		   allows_outside_abstract(p) ? ""
+					      : " (abstract names: the sandbox's own, where Landlock scopes them)");
 	for (const auto& e : c->unix_rules) {
 		const char* action = e.value.action == AL_ACTION_ALLOW    ? "allow"
 				     : e.value.action == AL_ACTION_REFUSE ? "refuse"
@@ -119,7 +123,8 @@ int cmd_policy_show(const std::string& file)
 	}
 	const DnsPolicy& d = p.dns;
 	if (p.world && p.world->synthesize_dns) {
-		fmt::print("dns: every query (port 53, UDP and TCP, any address) answered by the world's recorder; none leaves\n");
+		fmt::print(
+			"dns: every query (port 53, UDP and TCP, any address) answered by the world's recorder; none leaves\n");
 		return kExitOk;
 	}
 	std::string resolvers;
@@ -139,7 +144,8 @@ int cmd_policy_show(const std::string& file)
 			opts += fmt::format("{}{} <= {} bytes", opts.empty() ? "" : ", ", o.code, o.max_length);
 		for (auto sz : d.edns_udp_sizes)
 			sizes += fmt::format("{}{}", sizes.empty() ? "" : ", ", sz);
-		fmt::print("dns edns: options [{}] udp sizes [{}] DO {}\n", opts, sizes, d.edns_dnssec_ok ? "allowed" : "refused");
+		fmt::print("dns edns: options [{}] udp sizes [{}] DO {}\n", opts, sizes,
+			   d.edns_dnssec_ok ? "allowed" : "refused");
 	}
 	return kExitOk;
 }

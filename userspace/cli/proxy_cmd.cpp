@@ -22,7 +22,7 @@ int cmd_proxy(const std::vector<std::string>& args)
 void register_proxy(CLI::App& app, Globals& g)
 {
 	auto* proxy = app.add_subcommand("proxy", "The proxy of a sandbox that redirects (started by airlock)");
-	proxy->group("");  // not for people: `airlock run` and the daemon start it
+	proxy->group("");         // not for people: `airlock run` and the daemon start it
 	proxy->prefix_command();  // every argument after it is ProxyArgs::from_argv's
 	on_parsed(proxy, g, [proxy] { return cmd_proxy(proxy->remaining()); });
 }

@@ -30,12 +30,12 @@ void register_run(CLI::App& app, Globals& g)
 				  confine::capability_names(confine::dropped_capabilities())));
 	auto command_help = std::make_shared<std::vector<std::string>>();
 	run->add_option("command", *command_help, "Command and arguments, after --");
-	run->footer(
-		"Exit status: the command's (128+N if killed by signal N); 120 killed on violation; 121 killed by "
-		"`airlock kill`; 125 airlock error; 126 command not executable; 127 command not found.");
+	run->footer("Exit status: the command's (128+N if killed by signal N); 120 killed on violation; 121 killed by "
+		    "`airlock kill`; 125 airlock error; 126 command not executable; 127 command not found.");
 	run->callback([&g, o, command_help] {
 		if (g.command.empty() || !command_help->empty())
-			throw CLI::ValidationError("run", "the command comes after --: airlock run --policy P.json -- CMD ARGS...");
+			throw CLI::ValidationError(
+				"run", "the command comes after --: airlock run --policy P.json -- CMD ARGS...");
 		g.action = [&g, o] {
 			o->command = g.command;
 			return ops::run(g.paths, *o);
@@ -56,7 +56,8 @@ void register_exec(CLI::App& app, Globals& g)
 	exec->footer("Exit status: the command's; 120 killed on violation; 121 killed by `airlock kill`.");
 	exec->callback([&g, o, name, command_help] {
 		if (g.command.empty() || !command_help->empty())
-			throw CLI::ValidationError("exec", "the command comes after --: airlock exec NAME -- CMD ARGS...");
+			throw CLI::ValidationError("exec",
+						   "the command comes after --: airlock exec NAME -- CMD ARGS...");
 		g.action = [&g, o, name] {
 			o->command = g.command;
 			return ops::exec(g.paths, *name, *o);

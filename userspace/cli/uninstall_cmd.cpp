@@ -30,7 +30,8 @@ void register_uninstall(CLI::App& app, Globals& g)
 {
 	auto force = std::make_shared<bool>(false);
 	auto* uninstall = app.add_subcommand(
-		"uninstall", "Remove every sandbox, the pins, the cgroup parent and the state directory (no daemon may run)");
+		"uninstall",
+		"Remove every sandbox, the pins, the cgroup parent and the state directory (no daemon may run)");
 	uninstall->add_flag("--force", *force,
 			    "Also when sandboxes have processes: airlock's own are killed, attached cgroups detached");
 	on_parsed(uninstall, g, [&g, force] { return cmd_uninstall(g.paths, *force); });

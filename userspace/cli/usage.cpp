@@ -91,8 +91,8 @@ int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** 
 				}
 			}
 			std::string cmd = parent == &app ? "airlock" : "airlock " + where;
-			fmt::print(stderr, "airlock error: '{}' is not a subcommand of {}{}; {} --help lists them\n", word, cmd,
-				   best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best), cmd);
+			fmt::print(stderr, "airlock error: '{}' is not a subcommand of {}{}; {} --help lists them\n",
+				   word, cmd, best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best), cmd);
 			return kExitFailure;
 		}
 	}

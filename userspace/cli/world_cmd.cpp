@@ -36,7 +36,8 @@ void register_world(CLI::App& app, Globals& g)
 	world->require_subcommand(1);
 	auto o = std::make_shared<WorldShowOptions>();
 	auto* show = world->add_subcommand(
-		"show", "Print a world's records as a table: time, kind, destination, what was sent, body bytes, status");
+		"show",
+		"Print a world's records as a table: time, kind, destination, what was sent, body bytes, status");
 	show->add_option("RECORDS", o->records,
 			 "Records file (the world's records/SANDBOX.jsonl), or a sandbox's name: its file in --dir")
 		->required();

@@ -20,7 +20,9 @@ Identity resolve_user(const std::string& spec)
 	id.set = true;
 	std::string user = spec.substr(0, spec.find(':'));
 	std::string group = spec.find(':') == std::string::npos ? "" : spec.substr(spec.find(':') + 1);
-	auto numeric = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+	auto numeric = [](const std::string& s) {
+		return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+	};
 	if (numeric(user)) {
 		id.uid = static_cast<uid_t>(std::stoul(user));
 		struct passwd* pw = getpwuid(id.uid);

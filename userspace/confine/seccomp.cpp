@@ -45,8 +45,7 @@ void SeccompFilter::allow(std::span<const char* const> names)
 	}
 }
 
-void SeccompFilter::add(uint32_t action, int syscall, std::initializer_list<scmp_arg_cmp> conditions,
-			const char* what)
+void SeccompFilter::add(uint32_t action, int syscall, std::initializer_list<scmp_arg_cmp> conditions, const char* what)
 {
 	check(::seccomp_rule_add_array(ctx_, action, syscall, static_cast<unsigned>(conditions.size()),
 				       conditions.begin()),

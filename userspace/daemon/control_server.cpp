@@ -19,7 +19,10 @@ namespace airlock {
 
 namespace {
 
-bool again(int e) { return e == EAGAIN || e == EWOULDBLOCK || e == EINTR; }
+bool again(int e)
+{
+	return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
+}
 
 }  // namespace
 
@@ -75,8 +78,8 @@ void ControlServer::accept_all()
 			for (auto it = conns_.begin(); it != conns_.end(); ++it)
 				if (it->second.deadline < oldest->second.deadline)
 					oldest = it;
-			spdlog::warn("control socket: {} connections open; closing the oldest (pid {})", kMaxConnections,
-				     oldest->second.cr.pid);
+			spdlog::warn("control socket: {} connections open; closing the oldest (pid {})",
+				     kMaxConnections, oldest->second.cr.pid);
 			close(oldest);
 		}
 		Conn conn;
@@ -87,7 +90,8 @@ void ControlServer::accept_all()
 		conn.deadline = monotonic_ns() + kRequestNs;
 		uint64_t id = next_++;
 		try {
-			loop_.add(conn.fd.get(), EPOLLIN | EPOLLRDHUP, [this, id](uint32_t events) { ready(id, events); });
+			loop_.add(conn.fd.get(), EPOLLIN | EPOLLRDHUP,
+				  [this, id](uint32_t events) { ready(id, events); });
 		} catch (const std::exception& e) {
 			spdlog::error("control socket: {}", e.what());
 			continue;
@@ -119,7 +123,8 @@ bool ControlServer::flush(std::map<uint64_t, Conn>::iterator it)
 {
 	Conn& c = it->second;
 	while (c.sent < c.out.size()) {
-		ssize_t n = ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t n = ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent,
+				   MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0 && again(errno))
 			return true;
 		if (n <= 0) {

@@ -52,12 +52,9 @@ namespace {
 class Daemon {
 public:
 	Daemon(const Paths& p, Metrics* m, const DaemonConfig& config, const std::string& config_file)
-	    : paths_(p),
-	      metrics_(m),
+	    : paths_(p), metrics_(m),
 	      policies_(loop_, [this](const std::string& dir, const std::string& path) { policy_changed(dir, path); }),
-	      policy_dir_(config.policy_dir),
-	      audit_log_(config.audit_log),
-	      audit_bound_(config.audit_bound),
+	      policy_dir_(config.policy_dir), audit_log_(config.audit_log), audit_bound_(config.audit_bound),
 	      declared_(paths_, config_file, config.sandboxes, [this](const Request& q) { return new_sandbox(q); }),
 	      proxies_(loop_, paths_,
 		       {[this](const std::string& name) { poll(name); },
@@ -264,7 +261,8 @@ Result<nlohmann::json> Daemon::new_sandbox(const Request& q)
 		supervise(rec, n.pid);
 	} catch (const std::exception& e) {
 		ops::unmake(paths_, rec, std::string("cannot supervise it: ") + e.what());
-		fail("{}: cannot supervise it: {}; {}", rec.name, e.what(), rec.attached ? "detached again" : "removed again");
+		fail("{}: cannot supervise it: {}; {}", rec.name, e.what(),
+		     rec.attached ? "detached again" : "removed again");
 	}
 	rescan();
 	// Made and enforced, but said: its redirects fail closed meanwhile.
@@ -333,8 +331,10 @@ Result<nlohmann::json> Daemon::remove(const Request& q)
 		msg += fmt::format("; it is declared in {}, so the daemon {} it again within a second: "
 				   "remove it there and send the daemon SIGHUP to keep it gone",
 				   declared_.config_file(), detach ? "attaches" : "makes");
-	return nlohmann::json{
-		{"ok", true}, {"message", msg}, {"killed_on_violation", killed}, {"declared", declared_here}};
+	return nlohmann::json{{"ok", true},
+			      {"message", msg},
+			      {"killed_on_violation", killed},
+			      {"declared", declared_here}};
 }
 
 // Requests other than `events`: one answer each.
@@ -454,8 +454,8 @@ bool Daemon::release_removed(const std::vector<SandboxRecord>& records)
 		} catch (const std::exception& e) {
 			std::string& last = supervise_errors_[r.name];
 			if (last != e.what())
-				spdlog::warn("{}: its cgroup {} was removed, but it cannot be let go: {}", r.name, r.cgroup,
-					     e.what());
+				spdlog::warn("{}: its cgroup {} was removed, but it cannot be let go: {}", r.name,
+					     r.cgroup, e.what());
 			last = e.what();
 		}
 	}
@@ -525,9 +525,12 @@ void Daemon::supervise(const SandboxRecord& r, int pid_hint)
 	};
 	// A ring's events wake its own supervisor alone, before any
 	// request: a violation among them is frozen now.
-	loop_.add(sup->epoll_fd(), EPOLLIN, [this, name = r.name](uint32_t) { poll(name); }, EventLoop::kUrgent);
+	loop_.add(
+		sup->epoll_fd(), EPOLLIN, [this, name = r.name](uint32_t) { poll(name); }, EventLoop::kUrgent);
 	spdlog::info("{}: supervising {} ({})", r.name, r.cgroup,
-		     r.attached ? "attached" : r.managed ? "made through the daemon" : "its runner is gone");
+		     r.attached  ? "attached"
+		     : r.managed ? "made through the daemon"
+				 : "its runner is gone");
 	sups_[r.name] = std::move(sup);
 	sync_proxy(r.name, pid_hint);
 }
@@ -616,7 +619,7 @@ Fd watch_records(const Paths& paths)
 	make_dirs(paths.state_dir + "/sandboxes");
 	Fd records(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
 	if (!records.valid() || ::inotify_add_watch(records.get(), (paths.state_dir + "/sandboxes").c_str(),
-						      IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_CLOSE_WRITE) < 0)
+						    IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_CLOSE_WRITE) < 0)
 		fail_errno("watch " + paths.state_dir + "/sandboxes");
 	return records;
 }
@@ -640,7 +643,8 @@ int run_daemon(const Paths& paths, const DaemonOptions& o)
 				d.reread();
 				continue;
 			}
-			spdlog::info("airlock daemon: signal {}, exiting; enforcement stays in the kernel", ssi.ssi_signo);
+			spdlog::info("airlock daemon: signal {}, exiting; enforcement stays in the kernel",
+				     ssi.ssi_signo);
 			exit_status = kExitOk;
 		}
 	});

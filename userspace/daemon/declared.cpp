@@ -15,8 +15,8 @@
 
 namespace airlock {
 
-DeclaredSandboxes::DeclaredSandboxes(const Paths& paths, std::string config_file,
-				     std::vector<DeclaredSandbox> declared, Make make)
+DeclaredSandboxes::DeclaredSandboxes(const Paths& paths, std::string config_file, std::vector<DeclaredSandbox> declared,
+				     Make make)
     : paths_(paths), config_file_(std::move(config_file)), declared_(std::move(declared)), make_(std::move(make))
 {
 }
@@ -100,7 +100,8 @@ void DeclaredSandboxes::notify_when_enforcing(const std::function<bool(const std
 
 bool DeclaredSandboxes::declares(const std::string& name) const
 {
-	return std::any_of(declared_.begin(), declared_.end(), [&](const DeclaredSandbox& d) { return d.name == name; });
+	return std::any_of(declared_.begin(), declared_.end(),
+			   [&](const DeclaredSandbox& d) { return d.name == name; });
 }
 
 }  // namespace airlock

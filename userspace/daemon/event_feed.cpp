@@ -18,7 +18,10 @@ EventFeed::EventFeed()
 	AuditLog::tee_all([this](const std::string& sb, const std::string& line) { publish(sb, line); });
 }
 
-EventFeed::~EventFeed() { AuditLog::tee_all(nullptr); }
+EventFeed::~EventFeed()
+{
+	AuditLog::tee_all(nullptr);
+}
 
 void EventFeed::publish(const std::string& sandbox, const std::string& line)
 {

@@ -75,7 +75,7 @@ void EventLoop::run_once()
 			const uint32_t events = evs[i].events;
 			auto it = watches_.find(key);
 			if (it == watches_.end() || it->second.priority != pass)
-				continue;  // removed by an earlier handler of this round, or not yet
+				continue;                // removed by an earlier handler of this round, or not yet
 			Handler h = it->second.handler;  // a copy: the handler may remove itself
 			h(events);
 		}

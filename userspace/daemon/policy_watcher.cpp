@@ -21,7 +21,10 @@ PolicyWatcher::PolicyWatcher(EventLoop& loop, Changed changed)
 	loop_.add(ino_.get(), EPOLLIN, [this](uint32_t) { read_events(); });
 }
 
-PolicyWatcher::~PolicyWatcher() { loop_.remove(ino_.get()); }
+PolicyWatcher::~PolicyWatcher()
+{
+	loop_.remove(ino_.get());
+}
 
 bool PolicyWatcher::is_policy_name(const std::string& f)
 {

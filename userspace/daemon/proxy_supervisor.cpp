@@ -94,9 +94,8 @@ void ProxySupervisor::watch(const std::string& name, Watch& w)
 	w.pidfd = px.pidfd();
 	w.control = px.control_fd();
 	if (w.pidfd >= 0)
-		loop_.add(w.pidfd, EPOLLIN, [this, name](uint32_t) {
-			with_proxy(name, [](ops::SandboxProxy& p) { p.reap(); });
-		});
+		loop_.add(w.pidfd, EPOLLIN,
+			  [this, name](uint32_t) { with_proxy(name, [](ops::SandboxProxy& p) { p.reap(); }); });
 	if (w.control >= 0)
 		loop_.add(w.control, EPOLLIN, [this, name](uint32_t) {
 			with_proxy(name, [](ops::SandboxProxy& p) { p.serve(); });
@@ -173,7 +172,8 @@ void ProxySupervisor::start(kernel::Kernel& k, const Supervisor& sup, int pid_hi
 			ops::ProxyOptions po;
 			po.netns = std::move(*netns);
 			po.on_stopping = [this](pid_t pid, Fd pidfd) { wait_for_stop(pid, std::move(pidfd)); };
-			auto px = std::make_unique<ops::SandboxProxy>(k, paths_, sup.record(), sup.policy(), std::move(po));
+			auto px = std::make_unique<ops::SandboxProxy>(k, paths_, sup.record(), sup.policy(),
+								      std::move(po));
 			px->on_violation = [this, name](const nlohmann::json& j) { hooks_.denied(name, j); };
 			auto& w = proxies_[name];
 			w.proxy = std::move(px);

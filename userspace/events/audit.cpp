@@ -72,8 +72,14 @@ constexpr Names<AL_ERR_SITE_MAX> kErrSiteNames({AL_ERR_SITES(AL_NAME_ENTRY)});
 
 }  // namespace
 
-const char* hook_name(unsigned hook) { return kHookNames(hook); }
-bool hook_known(unsigned hook) { return kHookNames.has(hook); }
+const char* hook_name(unsigned hook)
+{
+	return kHookNames(hook);
+}
+bool hook_known(unsigned hook)
+{
+	return kHookNames.has(hook);
+}
 
 bool reason_allows(unsigned reason)
 {
@@ -94,18 +100,33 @@ bool reason_refuses(unsigned reason)
 	return reason == AL_REASON_REFUSED || reason == AL_REASON_REDIRECT_UDP || reason == AL_REASON_NO_PROXY ||
 	       reason == AL_REASON_REDIRECT_FAMILY;
 }
-const char* verdict_name(unsigned verdict) { return kVerdictNames(verdict); }
-const char* reason_name(unsigned reason) { return kReasonNames(reason); }
-const char* signal_name(unsigned signal) { return kSignalNames(signal); }
-const char* err_site_name(unsigned site) { return kErrSiteNames(site); }
+const char* verdict_name(unsigned verdict)
+{
+	return kVerdictNames(verdict);
+}
+const char* reason_name(unsigned reason)
+{
+	return kReasonNames(reason);
+}
+const char* signal_name(unsigned signal)
+{
+	return kSignalNames(signal);
+}
+const char* err_site_name(unsigned site)
+{
+	return kErrSiteNames(site);
+}
 
 std::string protocol_name(unsigned p)
 {
 	switch (p) {
-	case IPPROTO_TCP: return "tcp";
-	case IPPROTO_UDP: return "udp";
+	case IPPROTO_TCP:
+		return "tcp";
+	case IPPROTO_UDP:
+		return "udp";
 	case IPPROTO_ICMP:
-	case IPPROTO_ICMPV6: return "icmp";
+	case IPPROTO_ICMPV6:
+		return "icmp";
 	}
 	return std::to_string(p);
 }
@@ -146,7 +167,9 @@ json decision_json(const al_event& e)
 	j["comm"] = comm_of(e);
 	j["cgroup_id"] = e.cgroup_id;
 	std::string dst = e.hook == AL_HOOK_SOCK_CREATE ? "" : dest_of(e);  // a new socket has no peer
-	j["family"] = e.family == AL_FAMILY_IPV4 ? json("ipv4") : e.family == AL_FAMILY_IPV6 ? json("ipv6") : json(nullptr);
+	j["family"] = e.family == AL_FAMILY_IPV4   ? json("ipv4")
+		      : e.family == AL_FAMILY_IPV6 ? json("ipv6")
+						   : json(nullptr);
 	j["protocol"] = protocol_name(e.protocol);
 	j["dst"] = dst.empty() ? json(nullptr) : json(dst);
 	j["port"] = e.port;
@@ -171,14 +194,15 @@ std::string decision_line(const al_event& e)
 				   e.latched ? " [quarantine latched]" : "");
 	}
 	std::string dst = e.hook == AL_HOOK_SOCK_CREATE ? "" : dest_of(e);
-	std::string where = dst.empty() ? std::string("-")
-				 : e.family == AL_FAMILY_IPV6 ? fmt::format("[{}]:{}", dst, e.port)
-							      : fmt::format("{}:{}", dst, e.port);
+	std::string where = dst.empty()                  ? std::string("-")
+			    : e.family == AL_FAMILY_IPV6 ? fmt::format("[{}]:{}", dst, e.port)
+							 : fmt::format("{}:{}", dst, e.port);
 	std::string rule = e.rule == AL_RULE_NONE ? "" : fmt::format(" rule {}", e.rule);
 	return fmt::format("{} {} {} {} ({}{}) pid {} {}{}{}", verdict_name(e.verdict), hook_name(e.hook),
 			   protocol_name(e.protocol), where, reason_name(e.reason), rule, e.tgid, comm_of(e),
 			   e.latched ? " [quarantine latched]" : "",
-			   e.signal == AL_SIGNAL_NONE ? "" : fmt::format(" [task {} in the call]", signal_name(e.signal)));
+			   e.signal == AL_SIGNAL_NONE ? ""
+						      : fmt::format(" [task {} in the call]", signal_name(e.signal)));
 }
 
 std::string unix_address(const al_unix_event& e)
@@ -212,8 +236,8 @@ std::string unix_line(const al_unix_event& e)
 {
 	std::string rule = e.base.rule == AL_RULE_NONE ? "" : fmt::format(" rule {}", e.base.rule);
 	return fmt::format("{} {} unix {} ({}{}) pid {} {}{}", verdict_name(e.base.verdict), hook_name(e.base.hook),
-			   e.kind ? unix_address(e) : "-", reason_name(e.base.reason), rule, e.base.tgid, comm_of(e.base),
-			   e.base.latched ? " [quarantine latched]" : "");
+			   e.kind ? unix_address(e) : "-", reason_name(e.base.reason), rule, e.base.tgid,
+			   comm_of(e.base), e.base.latched ? " [quarantine latched]" : "");
 }
 
 std::optional<std::string> dns_qname(const al_dns_event& e)
@@ -266,8 +290,8 @@ std::string dns_line(const al_dns_event& e)
 	std::string q = name ? fmt::format("{} {}", dns_type_name(e.qtype), name->empty() ? "." : *name) : "(unparsed)";
 	if (e.base.kind == AL_EVENT_DNS_ANSWER) {
 		if (e.base.verdict != AL_VERDICT_ALLOW)
-			return fmt::format("dropped DNS answer from {} ({}) for {}", dest_of(e.base), reason_name(e.base.reason),
-					   q);
+			return fmt::format("dropped DNS answer from {} ({}) for {}", dest_of(e.base),
+					   reason_name(e.base.reason), q);
 		return fmt::format("answer {} -> {} ttl {} {}", q, dest_of(e.base), e.ttl,
 				   e.learned ? "learned" : fmt::format("not learned ({})", reason_name(e.base.reason)));
 	}
@@ -303,8 +327,7 @@ void AuditLog::reopen()
 	fd_ = fd;
 }
 
-AuditLog::AuditLog(AuditLog&& o) noexcept
-    : path_(std::move(o.path_)), bound_(o.bound_), fd_(std::exchange(o.fd_, -1))
+AuditLog::AuditLog(AuditLog&& o) noexcept : path_(std::move(o.path_)), bound_(o.bound_), fd_(std::exchange(o.fd_, -1))
 {
 }
 AuditLog& AuditLog::operator=(AuditLog&& o) noexcept

@@ -23,7 +23,7 @@
 namespace airlock::kernel {
 
 Kernel load_embedded(const std::string& bpf_dir, bool pinned);  // loader.cpp
-uint64_t embedded_object_id();                     // loader.cpp
+uint64_t embedded_object_id();                                  // loader.cpp
 
 const std::array<ProgSpec, ProgCount> kProgs = {{
 #define AL_PROG_SPEC(e, name, attach) {"al_" #name, attach},
@@ -69,9 +69,18 @@ int ncpus()
 
 }  // namespace
 
-std::string maps_dir(const std::string& bpf_dir) { return bpf_dir + "/maps"; }
-std::string progs_dir(const std::string& bpf_dir) { return bpf_dir + "/progs"; }
-std::string tracepoints_dir(const std::string& bpf_dir) { return bpf_dir + "/tracepoints"; }
+std::string maps_dir(const std::string& bpf_dir)
+{
+	return bpf_dir + "/maps";
+}
+std::string progs_dir(const std::string& bpf_dir)
+{
+	return bpf_dir + "/progs";
+}
+std::string tracepoints_dir(const std::string& bpf_dir)
+{
+	return bpf_dir + "/tracepoints";
+}
 
 bool ensure_tracefs()
 {
@@ -178,9 +187,10 @@ Kernel Kernel::load_or_adopt(const std::string& bpf_dir, bool idle)
 			return open_pins(bpf_dir);
 		if (!idle) {
 			if (same_abi)
-				spdlog::warn("the programs pinned under {} come from another airlock build; they are adopted "
-					     "as sandboxes still use them, and replaced once none does",
-					     bpf_dir);
+				spdlog::warn(
+					"the programs pinned under {} come from another airlock build; they are adopted "
+					"as sandboxes still use them, and replaced once none does",
+					bpf_dir);
 			return open_pins(bpf_dir);  // refuses another ABI
 		}
 		// Nothing uses them: replace them with this build's.
@@ -527,7 +537,8 @@ bool kernel_has_unix_hooks()
 			const btf_type* t = btf__type_by_id(vmlinux, id);
 			const struct btf_enum* e = btf_enum(t);
 			for (int i = 0; i < btf_vlen(t); i++)
-				if (std::string_view(btf__name_by_offset(vmlinux, e[i].name_off)) == "BPF_CGROUP_UNIX_CONNECT")
+				if (std::string_view(btf__name_by_offset(vmlinux, e[i].name_off)) ==
+				    "BPF_CGROUP_UNIX_CONNECT")
 					found = e[i].val == kProgs[ConnectUnix].attach;
 		}
 		btf__free(vmlinux);

@@ -47,13 +47,16 @@ enum Prog {
 // clang-format on
 
 // Programs this kernel may lack: loaded, pinned and attached where it has them.
-inline bool prog_optional(int p) { return p == ConnectUnix || p == SendmsgUnix; }
+inline bool prog_optional(int p)
+{
+	return p == ConnectUnix || p == SendmsgUnix;
+}
 
 // Does the running kernel have the cgroup unix-socket hooks (Linux 6.7+)?
 bool kernel_has_unix_hooks();
 
 struct ProgSpec {
-	const char* name;       // pin name and BPF function name
+	const char* name;  // pin name and BPF function name
 	bpf_attach_type attach;
 };
 extern const std::array<ProgSpec, ProgCount> kProgs;

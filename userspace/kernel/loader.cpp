@@ -94,9 +94,10 @@ struct Loader {
 			fail_errno("open embedded BPF object");
 		// Task helpers in cgroup_skb came after 6.1: probe, or egress events
 		// would keep this kernel from loading anything.
-		skel->rodata->al_skb_task_info =
-			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB, BPF_FUNC_get_current_pid_tgid, nullptr) == 1 &&
-			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB, BPF_FUNC_get_current_comm, nullptr) == 1;
+		skel->rodata->al_skb_task_info = libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB,
+									 BPF_FUNC_get_current_pid_tgid, nullptr) == 1 &&
+						 libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SKB,
+									 BPF_FUNC_get_current_comm, nullptr) == 1;
 		const std::array<bpf_program*, ProgCount> progs = {
 #define AL_SKEL_PROG(e, name, ...) skel->progs.al_##name,
 			AL_CGROUP_PROGS(AL_SKEL_PROG)
@@ -128,8 +129,8 @@ struct Loader {
 		// sock_addr (Linux 6.16+) and sock_create programs: probe, or the
 		// older verifier would refuse the programs.
 		skel->rodata->al_signal_sock_addr = can_stop_in_call();
-		skel->rodata->al_signal_sock_create =
-			libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK, BPF_FUNC_send_signal, nullptr) == 1;
+		skel->rodata->al_signal_sock_create = libbpf_probe_bpf_helper(BPF_PROG_TYPE_CGROUP_SOCK,
+									      BPF_FUNC_send_signal, nullptr) == 1;
 		spdlog::info("loading programs; stopping a violating task inside its connect/sendmsg: {}",
 			     skel->rodata->al_signal_sock_addr
 				     ? "yes (SIGSTOP or SIGKILL in the call)"

@@ -104,8 +104,8 @@ void Kernel::delete_origin_table(uint32_t slot)
 void Kernel::create_target_origin_table(uint32_t slot)
 {
 	std::string what = fmt::format("the target origin table of slot {}", slot);
-	install(maps_.target_origin.get(), slot,
-		create_like(maps_.target_origin_template.get(), "al_torigin", what), what);
+	install(maps_.target_origin.get(), slot, create_like(maps_.target_origin_template.get(), "al_torigin", what),
+		what);
 }
 
 bool Kernel::has_target_origin_table(uint32_t slot) const
@@ -181,8 +181,9 @@ void for_each_learned(int outer, uint32_t slot, F&& f)
 std::vector<Kernel::Learned> Kernel::learned(uint32_t slot) const
 {
 	std::vector<Learned> out;
-	for_each_learned(maps_.learned.get(), slot,
-			 [&](int, const al_learned_key& k, const al_learned& v) { out.push_back({k, v}); });
+	for_each_learned(maps_.learned.get(), slot, [&](int, const al_learned_key& k, const al_learned& v) {
+		out.push_back({k, v});
+	});
 	return out;
 }
 

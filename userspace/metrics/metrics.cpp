@@ -52,39 +52,50 @@ void add(MetricFamily& f, std::vector<ClientMetric::Label> labels, double value)
 
 // Every family the kernel collector exports, in the order it returns them.
 struct KernelFamilies {
-	MetricFamily decisions = family("airlock_decisions_total", "Decisions by sandbox, hook and verdict (kernel counters)",
+	MetricFamily decisions = family("airlock_decisions_total",
+					"Decisions by sandbox, hook and verdict (kernel counters)",
 					MetricType::Counter);
 	MetricFamily violations = family("airlock_violations_total",
-					 "Denials (and audited would-be denials) by sandbox and reason", MetricType::Counter);
-	MetricFamily dns = family("airlock_dns_queries_total", "DNS queries by sandbox and verdict", MetricType::Counter);
-	MetricFamily answers = family("airlock_dns_answers_total",
-				      "Addresses learned from DNS answers, answers dropped, addresses refused for a full table",
+					 "Denials (and audited would-be denials) by sandbox and reason",
+					 MetricType::Counter);
+	MetricFamily dns = family("airlock_dns_queries_total", "DNS queries by sandbox and verdict",
+				  MetricType::Counter);
+	MetricFamily answers = family(
+		"airlock_dns_answers_total",
+		"Addresses learned from DNS answers, answers dropped, addresses refused for a full table",
+		MetricType::Counter);
+	MetricFamily bytes = family("airlock_egress_bytes_total", "Bytes let out at cgroup egress",
+				    MetricType::Counter);
+	MetricFamily packets = family("airlock_egress_packets_total", "Packets let out at cgroup egress",
 				      MetricType::Counter);
-	MetricFamily bytes = family("airlock_egress_bytes_total", "Bytes let out at cgroup egress", MetricType::Counter);
-	MetricFamily packets = family("airlock_egress_packets_total", "Packets let out at cgroup egress", MetricType::Counter);
-	MetricFamily dbytes = family("airlock_egress_denied_bytes_total", "Bytes dropped at cgroup egress", MetricType::Counter);
+	MetricFamily dbytes = family("airlock_egress_denied_bytes_total", "Bytes dropped at cgroup egress",
+				     MetricType::Counter);
 	MetricFamily lost = family("airlock_events_lost_total", "Events the sandbox's ring buffer could not take",
 				   MetricType::Counter);
-	MetricFamily suppressed = family("airlock_events_suppressed_total",
-					 "Events the kernel's rate limit held back, by sandbox and hook (counted, summarised in the audit log)",
-					 MetricType::Counter);
-	MetricFamily helper = family("airlock_bpf_helper_errors_total",
-				     "BPF helper calls that failed, by sandbox and site (the packet was denied, or nothing was learned "
-				     "from it)",
-				     MetricType::Counter);
-	MetricFamily frozen = family("airlock_sandbox_frozen", "1 while the sandbox's cgroup is frozen", MetricType::Gauge);
+	MetricFamily suppressed = family(
+		"airlock_events_suppressed_total",
+		"Events the kernel's rate limit held back, by sandbox and hook (counted, summarised in the audit log)",
+		MetricType::Counter);
+	MetricFamily helper = family(
+		"airlock_bpf_helper_errors_total",
+		"BPF helper calls that failed, by sandbox and site (the packet was denied, or nothing was learned "
+		"from it)",
+		MetricType::Counter);
+	MetricFamily frozen = family("airlock_sandbox_frozen", "1 while the sandbox's cgroup is frozen",
+				     MetricType::Gauge);
 	MetricFamily latched = family("airlock_sandbox_quarantined", "1 while the sandbox's quarantine latch is set",
 				      MetricType::Gauge);
 	MetricFamily learned = family("airlock_learned_addresses", "Unexpired addresses learned from DNS answers",
 				      MetricType::Gauge);
 	MetricFamily budget_limit = family("airlock_budget_limit_bytes", "A rule's egress byte budget (the kernel's)",
 					   MetricType::Gauge);
-	MetricFamily budget_used = family("airlock_budget_used_bytes",
-					  "What a budgeted rule's destinations were sent, counted in the kernel (from the "
-					  "sandbox's start, or the reload that changed the limit)",
-					  MetricType::Gauge);
-	MetricFamily px_starts = family("airlock_proxy_starts_total", "Starts of the sandbox's proxy (the first, and restarts)",
-					MetricType::Counter);
+	MetricFamily budget_used = family(
+		"airlock_budget_used_bytes",
+		"What a budgeted rule's destinations were sent, counted in the kernel (from the "
+		"sandbox's start, or the reload that changed the limit)",
+		MetricType::Gauge);
+	MetricFamily px_starts = family("airlock_proxy_starts_total",
+					"Starts of the sandbox's proxy (the first, and restarts)", MetricType::Counter);
 	MetricFamily px_conns = family("airlock_proxy_connections_total", "Redirected connections the proxy accepted",
 				       MetricType::Counter);
 	MetricFamily px_closed = family("airlock_proxy_connections_closed_total",
@@ -93,29 +104,34 @@ struct KernelFamilies {
 					MetricType::Counter);
 	MetricFamily px_dgrams = family("airlock_proxy_datagrams_total", "Redirected datagrams the proxy received",
 					MetricType::Counter);
-	MetricFamily px_bytes = family("airlock_proxy_received_bytes_total", "Bytes the proxy read from redirected connections",
-				       MetricType::Counter);
-	MetricFamily w_requests = family("airlock_world_requests_total", "What the recorder read, by kind: http requests, "
-					 "other tcp streams", MetricType::Counter);
-	MetricFamily w_dns = family("airlock_world_dns_queries_total", "DNS queries the world answered", MetricType::Counter);
-	MetricFamily w_records = family("airlock_world_records_total",
-					"Lines of the world's records file, written or dropped (its size cap, a failed write)",
-					MetricType::Counter);
+	MetricFamily px_bytes = family("airlock_proxy_received_bytes_total",
+				       "Bytes the proxy read from redirected connections", MetricType::Counter);
+	MetricFamily w_requests = family("airlock_world_requests_total",
+					 "What the recorder read, by kind: http requests, "
+					 "other tcp streams",
+					 MetricType::Counter);
+	MetricFamily w_dns = family("airlock_world_dns_queries_total", "DNS queries the world answered",
+				    MetricType::Counter);
+	MetricFamily w_records = family(
+		"airlock_world_records_total",
+		"Lines of the world's records file, written or dropped (its size cap, a failed write)",
+		MetricType::Counter);
 	MetricFamily sni = family("airlock_sni_verdicts_total",
 				  "Connections of gated rules the SNI gate passed and denied (each denial a violation)",
 				  MetricType::Counter);
 	MetricFamily count = family("airlock_sandboxes", "Sandboxes on this node", MetricType::Gauge);
-	MetricFamily build = family("airlock_build_info", "Version of this agent and of its kernel ABI", MetricType::Gauge);
+	MetricFamily build = family("airlock_build_info", "Version of this agent and of its kernel ABI",
+				    MetricType::Gauge);
 	MetricFamily info = family("airlock_sandbox_info",
 				   "1 per sandbox, with the policy it enforces, its mode and what a violation does",
 				   MetricType::Gauge);
 
 	std::vector<MetricFamily> all() const
 	{
-		return {decisions, violations, dns,       answers,   bytes,      packets, dbytes,    lost,
-			suppressed, helper,     frozen,    latched,   learned,    budget_limit, budget_used,
-			px_starts,  px_conns,   px_closed, px_dgrams, px_bytes,   w_requests, w_dns, w_records,
-			sni,        count,      info,      build};
+		return {decisions,   violations, dns,      answers,   bytes,     packets,  dbytes,
+			lost,        suppressed, helper,   frozen,    latched,   learned,  budget_limit,
+			budget_used, px_starts,  px_conns, px_closed, px_dgrams, px_bytes, w_requests,
+			w_dns,       w_records,  sni,      count,     info,      build};
 	}
 };
 
@@ -133,12 +149,13 @@ void add_kernel(KernelFamilies& f, const SandboxRecord& r, const SandboxReading&
 	const al_counters& c = k.c;
 	const std::string& s = r.name;
 	if (k.entry)
-		add(f.info, {{"sandbox", s},
-			     {"policy", r.policy_name},
-			     {"mode", k.entry->flags & AL_SB_AUDIT ? "audit" : "enforce"},
-			     {"on_violation", k.entry->on_violation == AL_ON_VIOLATION_KILL     ? "kill"
-					      : k.entry->on_violation == AL_ON_VIOLATION_FREEZE ? "freeze"
-											        : "deny"}},
+		add(f.info,
+		    {{"sandbox", s},
+		     {"policy", r.policy_name},
+		     {"mode", k.entry->flags & AL_SB_AUDIT ? "audit" : "enforce"},
+		     {"on_violation", k.entry->on_violation == AL_ON_VIOLATION_KILL     ? "kill"
+				      : k.entry->on_violation == AL_ON_VIOLATION_FREEZE ? "freeze"
+											: "deny"}},
 		    1);
 	for (unsigned h = 0; h < AL_HOOK_MAX; h++) {
 		if (!hook_known(h))
@@ -154,7 +171,8 @@ void add_kernel(KernelFamilies& f, const SandboxRecord& r, const SandboxReading&
 	// increase() and rate().
 	for (unsigned i = 0; i < AL_REASON_MAX; i++)
 		if (i != AL_REASON_QUARANTINED && !reason_allows(i))
-			add(f.violations, {{"sandbox", s}, {"kind", reason_name(i)}}, static_cast<double>(c.reasons[i]));
+			add(f.violations, {{"sandbox", s}, {"kind", reason_name(i)}},
+			    static_cast<double>(c.reasons[i]));
 	add(f.dns, {{"sandbox", s}, {"verdict", "allow"}}, static_cast<double>(c.dns_queries_allowed));
 	add(f.dns, {{"sandbox", s}, {"verdict", "deny"}}, static_cast<double>(c.dns_queries_denied));
 	add(f.answers, {{"sandbox", s}, {"result", "learned"}}, static_cast<double>(c.dns_answers_learned));
@@ -268,7 +286,8 @@ std::vector<MetricFamily> ProcessCollector::Collect() const
 	double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
 	double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
 	auto num = [&](size_t i) { return std::strtod(f[i].c_str(), nullptr); };
-	auto cpu = family("process_cpu_seconds_total", "User and system CPU time spent, in seconds", MetricType::Counter);
+	auto cpu = family("process_cpu_seconds_total", "User and system CPU time spent, in seconds",
+			  MetricType::Counter);
 	add(cpu, {}, (num(14) + num(15)) / tick);
 	auto rss = family("process_resident_memory_bytes", "Resident memory size, in bytes", MetricType::Gauge);
 	add(rss, {}, num(24) * page);
@@ -305,8 +324,8 @@ Metrics::Metrics(const Paths& paths, const std::string& addr)
 			     .Name("airlock_freeze_latency_seconds")
 			     .Help("From the violation (the kernel's latch) to cgroup.events reporting frozen 1")
 			     .Register(*registry_);
-	freeze_ = &hist.Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-									  0.005, 0.01, 0.025, 0.1, 1});
+	freeze_ = &hist.Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+									0.01, 0.025, 0.1, 1});
 	reloads_ = &prometheus::BuildCounter()
 			    .Name("airlock_policy_reloads_total")
 			    .Help("Policy reloads by the daemon, by sandbox and result")

@@ -48,7 +48,8 @@ struct Reader {
 					error(at, fmt::format("expected a boolean, got {}", json_type_name(*it)));
 			} else if (in(counts)) {
 				if (!it->is_number_unsigned())
-					error(at, fmt::format("expected a whole number, got {}", it->dump(-1, ' ', true).substr(0, 40)));
+					error(at, fmt::format("expected a whole number, got {}",
+							      it->dump(-1, ' ', true).substr(0, 40)));
 			} else if (in(arrays)) {
 				if (!it->is_array())
 					error(at, fmt::format("expected an array, got {}", json_type_name(*it)));
@@ -88,7 +89,8 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
 			c.audit_bound.max_bytes = it->get<uint64_t>();
 			if (*c.audit_bound.max_bytes && *c.audit_bound.max_bytes < AuditBound::kMinMaxBytes)
 				r.error("audit_log_max_bytes",
-					fmt::format("at least {} (or 0: rotated by something else)", AuditBound::kMinMaxBytes));
+					fmt::format("at least {} (or 0: rotated by something else)",
+						    AuditBound::kMinMaxBytes));
 		}
 		if (auto it = doc->find("audit_log_keep"); it != doc->end() && it->is_number_unsigned()) {
 			if (it->get<uint64_t>() > 1000)
@@ -109,24 +111,29 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
 				std::string path = fmt::format("sandboxes/{}", i);
 				if (!r.object(s, path, {"name", "policy", "cgroup", "audit_log"}, {"log_allowed"}))
 					continue;
-				DeclaredSandbox d{Reader::str(s, "name"), Reader::str(s, "policy"), Reader::str(s, "cgroup"),
-						  Reader::str(s, "audit_log"),
-						  s.contains("log_allowed") && s["log_allowed"].is_boolean() && s["log_allowed"].get<bool>()};
-				if (!d.policy.empty() && d.policy.find('/') != std::string::npos && d.policy.front() != '/')
-					r.error(path + "/policy", "a path must be absolute (or give a name in policy_dir)");
-				if (!d.policy.empty() && d.policy.find('/') == std::string::npos && !doc->contains("policy_dir"))
-					r.error(path + "/policy", "a policy name needs \"policy_dir\"; or give an absolute path");
+				DeclaredSandbox d{Reader::str(s, "name"), Reader::str(s, "policy"),
+						  Reader::str(s, "cgroup"), Reader::str(s, "audit_log"),
+						  s.contains("log_allowed") && s["log_allowed"].is_boolean() &&
+							  s["log_allowed"].get<bool>()};
+				if (!d.policy.empty() && d.policy.find('/') != std::string::npos &&
+				    d.policy.front() != '/')
+					r.error(path + "/policy",
+						"a path must be absolute (or give a name in policy_dir)");
+				if (!d.policy.empty() && d.policy.find('/') == std::string::npos &&
+				    !doc->contains("policy_dir"))
+					r.error(path + "/policy",
+						"a policy name needs \"policy_dir\"; or give an absolute path");
 				if (!d.audit_log.empty() && d.audit_log.front() != '/')
 					r.error(path + "/audit_log", "must be an absolute path");
 				if (!s.contains("name"))
 					r.error(path, "missing key 'name'");
 				else if (!d.name.empty() && !valid_sandbox_name(d.name))
-					r.error(path + "/name",
-						not_a_sandbox_name(d.name));
+					r.error(path + "/name", not_a_sandbox_name(d.name));
 				else if (d.name.rfind("ctr-", 0) == 0)
-					r.error(path + "/name", fmt::format("'{}': names starting with ctr- are the OCI hook's, "
-									    "for containers it attaches",
-									    d.name));
+					r.error(path + "/name",
+						fmt::format("'{}': names starting with ctr- are the OCI hook's, "
+							    "for containers it attaches",
+							    d.name));
 				else if (!d.name.empty() && !names.insert(d.name).second)
 					r.error(path + "/name", fmt::format("sandbox '{}' is declared twice", d.name));
 				if (!s.contains("policy"))

@@ -10,7 +10,10 @@ namespace airlock::ops {
 
 namespace {
 
-Rejection refusal(std::string line) { return Rejection{{std::move(line)}}; }
+Rejection refusal(std::string line)
+{
+	return Rejection{{std::move(line)}};
+}
 
 }  // namespace
 
@@ -32,10 +35,11 @@ Result<std::string> enforce_oci_plan(const Paths& paths, const OciHookPlan& plan
 		// decides for its cgroup: the deeper sandbox would decide instead.
 		for (const auto& r : load_records(paths))
 			if (req.cgroup.rfind(r.cgroup + "/", 0) == 0)
-				return refusal(fmt::format("{}: its cgroup {} is below sandbox '{}' ({}), whose policy "
-							   "decides there; airlock does not put a container's own policy "
-							   "beneath it; the container is not started",
-							   who, req.cgroup, r.name, r.cgroup));
+				return refusal(
+					fmt::format("{}: its cgroup {} is below sandbox '{}' ({}), whose policy "
+						    "decides there; airlock does not put a container's own policy "
+						    "beneath it; the container is not started",
+						    who, req.cgroup, r.name, r.cgroup));
 		// The daemon attaches this very cgroup, or none.
 		req.cgroup_id = cgroup::id_of(req.cgroup);
 		req.policy = plan.policy;
@@ -44,8 +48,8 @@ Result<std::string> enforce_oci_plan(const Paths& paths, const OciHookPlan& plan
 			return refusal(no_daemon);
 		if (!*answer) {
 			const auto& lines = answer->rejection().lines;
-			return refusal(fmt::format("{}: policy '{}' ({}) is rejected: {}; the container is not started", who,
-						   plan.policy, policy_from, lines.empty() ? "" : lines.front()));
+			return refusal(fmt::format("{}: policy '{}' ({}) is rejected: {}; the container is not started",
+						   who, plan.policy, policy_from, lines.empty() ? "" : lines.front()));
 		}
 		return (*answer)->value("message", "");
 	} catch (const std::exception& e) {

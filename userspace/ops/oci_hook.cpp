@@ -62,8 +62,9 @@ std::optional<std::string> container_sandbox_name(const std::string& id)
 		     });
 	if (hex64)
 		return "ctr-" + id.substr(0, 12);
-	if (!valid_sandbox_name("ctr-" + id.substr(0, 59)) ||
-	    !std::all_of(id.begin(), id.end(), [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '_' || c == '-'; }))
+	if (!valid_sandbox_name("ctr-" + id.substr(0, 59)) || !std::all_of(id.begin(), id.end(), [](unsigned char c) {
+		    return std::isalnum(c) || c == '.' || c == '_' || c == '-';
+	    }))
 		return std::nullopt;
 	uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits: the same name for the same id
 	for (unsigned char c : id)
@@ -78,7 +79,8 @@ namespace {
 bool infrastructure_container(const json& annotations)
 {
 	for (const char* key : {"io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType"})
-		if (annotations.contains(key) && annotations[key].is_string() && annotations[key].get<std::string>() == "sandbox")
+		if (annotations.contains(key) && annotations[key].is_string() &&
+		    annotations[key].get<std::string>() == "sandbox")
 			return true;
 	return false;
 }
@@ -90,8 +92,9 @@ Result<OciHookPlan> plan_oci_hook(std::string_view state, const OciHookOptions& 
 	auto no = [](std::string line) { return Rejection{{std::move(line)}}; };
 	json j = json::parse(state, nullptr, false);
 	if (!j.is_object())
-		return no(std::string("the container state on standard input is not a JSON object (is this run by an OCI "
-				   "runtime's hook?)"));
+		return no(
+			std::string("the container state on standard input is not a JSON object (is this run by an OCI "
+				    "runtime's hook?)"));
 	OciHookPlan p;
 	if (!j.contains("id") || !j["id"].is_string() || j["id"].get<std::string>().empty())
 		return no(std::string("the container state has no \"id\""));
@@ -112,16 +115,17 @@ Result<OciHookPlan> plan_oci_hook(std::string_view state, const OciHookOptions& 
 			return no(fmt::format("{}: annotation {} is not a string", who, kPolicyAnnotation));
 		std::string v = annotations[kPolicyAnnotation].get<std::string>();
 		if (!is_policy_name(v))
-			return no(fmt::format("{}: annotation {}='{}' is not a policy name (a name in the daemon's policy "
-					   "directory: 1-128 of A-Z a-z 0-9 . _ -; a container never names a file)",
-					   who, kPolicyAnnotation, printable(v)));
+			return no(fmt::format(
+				"{}: annotation {}='{}' is not a policy name (a name in the daemon's policy "
+				"directory: 1-128 of A-Z a-z 0-9 . _ -; a container never names a file)",
+				who, kPolicyAnnotation, printable(v)));
 		if (!options.allowed.empty() &&
 		    std::find(options.allowed.begin(), options.allowed.end(), v) == options.allowed.end()) {
 			std::string list;
 			for (const auto& a : options.allowed)
 				list += (list.empty() ? "" : ", ") + a;
-			return no(fmt::format("{}: annotation {}='{}' is not a policy containers may choose here ({})", who,
-					   kPolicyAnnotation, printable(v), list));
+			return no(fmt::format("{}: annotation {}='{}' is not a policy containers may choose here ({})",
+					      who, kPolicyAnnotation, printable(v), list));
 		}
 		p.policy = v;
 		p.policy_from_annotation = true;
@@ -142,9 +146,10 @@ Result<OciHookPlan> plan_oci_hook(std::string_view state, const OciHookOptions& 
 	// createRuntime and prestart see "creating"; later stages run inside
 	// the container or after its program started.
 	if (status != "creating")
-		return no(fmt::format("{}: its status is '{}': airlock oci-hook belongs to the createRuntime or prestart "
-				   "stage, before the container's program runs",
-				   who, printable(status)));
+		return no(
+			fmt::format("{}: its status is '{}': airlock oci-hook belongs to the createRuntime or prestart "
+				    "stage, before the container's program runs",
+				    who, printable(status)));
 	if (!j.contains("pid") || !j["pid"].is_number_integer() || j["pid"].get<long long>() <= 0 ||
 	    j["pid"].get<long long>() > 0x3fffffff)
 		return no(fmt::format("{}: the state has no \"pid\" of the container's process", who));

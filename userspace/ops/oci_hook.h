@@ -36,8 +36,8 @@ struct OciHookPlan {
 };
 
 struct OciHookOptions {
-	std::string default_policy;              // for containers without the annotation; "" none
-	std::vector<std::string> allowed;        // the policies an annotation may name; empty: any in the directory
+	std::string default_policy;        // for containers without the annotation; "" none
+	std::vector<std::string> allowed;  // the policies an annotation may name; empty: any in the directory
 };
 
 // A rejection is one line naming what is wrong ("container ID: ...").

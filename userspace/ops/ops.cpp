@@ -97,21 +97,20 @@ json counters_json(const al_counters& c)
 
 json dns_json_of(const al_counters& c, size_t learned, size_t learned_live)
 {
-	return {{"queries_allowed", c.dns_queries_allowed},
-		{"queries_denied", c.dns_queries_denied},
-		{"answers_learned", c.dns_answers_learned},
-		{"answers_dropped", c.dns_answers_dropped},
-		{"learn_full", c.dns_learn_full},
-		{"records_off_chain", c.dns_records_off_chain},
-		{"learned_addresses", learned_live},
-		{"learned_entries", learned}};
+	return {{"queries_allowed", c.dns_queries_allowed}, {"queries_denied", c.dns_queries_denied},
+		{"answers_learned", c.dns_answers_learned}, {"answers_dropped", c.dns_answers_dropped},
+		{"learn_full", c.dns_learn_full},           {"records_off_chain", c.dns_records_off_chain},
+		{"learned_addresses", learned_live},        {"learned_entries", learned}};
 }
 
 json budgets_json(const std::vector<kernel::Kernel::Budget>& budgets)
 {
 	json out = json::array();
 	for (const auto& b : budgets)
-		out.push_back({{"rule", b.rule}, {"limit_bytes", b.limit}, {"used_bytes", b.used}, {"spent", b.used > b.limit}});
+		out.push_back({{"rule", b.rule},
+			       {"limit_bytes", b.limit},
+			       {"used_bytes", b.used},
+			       {"spent", b.used > b.limit}});
 	return out;
 }
 
@@ -300,9 +299,10 @@ Result<SandboxRecord> add(const Paths& paths, const NewSandbox& o, std::string* 
 		return loaded.rejection();
 	const Policy& policy = *loaded;
 	if (needs_proxy(policy) && !o.starts_proxy)
-		return Rejection{{fmt::format("{}: policy '{}' needs a proxy (a redirect to the world, or the SNI "
-					      "gate), which `airlock daemon` or `airlock run` starts: no daemon runs for {}",
-					      o.policy_file, policy.name, paths.state_dir)}};
+		return Rejection{
+			{fmt::format("{}: policy '{}' needs a proxy (a redirect to the world, or the SNI "
+				     "gate), which `airlock daemon` or `airlock run` starts: no daemon runs for {}",
+				     o.policy_file, policy.name, paths.state_dir)}};
 	std::string audit_path = o.audit_log.empty() ? "/var/log/airlock/audit.jsonl" : o.audit_log;
 	bool attach = !o.cgroup.empty() || o.pid > 0;
 	// Opened before anything is made: a log that cannot be written fails the
@@ -322,18 +322,24 @@ Result<SandboxRecord> add(const Paths& paths, const NewSandbox& o, std::string* 
 			fail("{}{}", not_a_sandbox_name(name), attach ? ": give one with --name" : "");
 		kernel::Kernel k = kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty());
 		adopted = k.adopted();
-		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, o.runner_pid, cg, o.managed,
-				 o.audit_bound};
+		CreateOptions co{name,         policy, o.policy_file, audit_path,   o.log_allowed,
+				 o.runner_pid, cg,     o.managed,     o.audit_bound};
 		rec = create_sandbox(k, paths, co);
 	}
 	if (attach) {
 		auto ev = cgroup::events(rec.cgroup);
-		audit.write(rec.name, json{{"event", "attached"}, {"cgroup", rec.cgroup}, {"cgroup_id", rec.cgroup_id},
-					   {"policy", policy.name}, {"policy_file", rec.policy_file},
+		audit.write(rec.name, json{{"event", "attached"},
+					   {"cgroup", rec.cgroup},
+					   {"cgroup_id", rec.cgroup_id},
+					   {"policy", policy.name},
+					   {"policy_file", rec.policy_file},
 					   {"populated", ev && ev->populated}});
 	} else {
-		audit.write(rec.name, json{{"event", "sandbox-created"}, {"cgroup", rec.cgroup}, {"cgroup_id", rec.cgroup_id},
-					   {"policy", policy.name}, {"policy_file", rec.policy_file}});
+		audit.write(rec.name, json{{"event", "sandbox-created"},
+					   {"cgroup", rec.cgroup},
+					   {"cgroup_id", rec.cgroup_id},
+					   {"policy", policy.name},
+					   {"policy_file", rec.policy_file}});
 	}
 	if (message)
 		*message = fmt::format("{}: enforcing '{}' on {} (cgroup id {}); programs {}", rec.name, policy.name,
@@ -394,7 +400,10 @@ bool release_if_removed(const Paths& paths, const std::string& name)
 		return false;
 	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
 	destroy_sandbox(k, paths, *r);
-	audit_to(*r, {{"event", "detached"}, {"cgroup", r->cgroup}, {"cgroup_id", r->cgroup_id}, {"by", "airlock"},
+	audit_to(*r, {{"event", "detached"},
+		      {"cgroup", r->cgroup},
+		      {"cgroup_id", r->cgroup_id},
+		      {"by", "airlock"},
 		      {"reason", "its cgroup was removed"}});
 	return true;
 }
@@ -407,16 +416,19 @@ void unmake(const Paths& paths, const SandboxRecord& made, const std::string& wh
 		return;
 	kernel::Kernel k = kernel::Kernel::adopt(paths.bpf_dir);
 	destroy_sandbox(k, paths, *r);
-	audit_to(*r, {{"event", r->attached ? "detached" : "sandbox-deleted"}, {"cgroup", r->cgroup}, {"by", "airlock"},
+	audit_to(*r, {{"event", r->attached ? "detached" : "sandbox-deleted"},
+		      {"cgroup", r->cgroup},
+		      {"by", "airlock"},
 		      {"reason", why}});
 }
 
 Result<std::vector<std::string>> uninstall(const Paths& paths, bool force)
 {
 	if (daemon_connect(paths).valid())
-		return Rejection{{fmt::format("airlock uninstall: a daemon runs for {} (its control socket answers): stop it "
-					      "first (systemctl stop airlock), or it would make its sandboxes again",
-					      paths.state_dir)}};
+		return Rejection{
+			{fmt::format("airlock uninstall: a daemon runs for {} (its control socket answers): stop it "
+				     "first (systemctl stop airlock), or it would make its sandboxes again",
+				     paths.state_dir)}};
 	std::vector<std::string> done;
 	std::error_code ec;
 	if (std::filesystem::is_directory(paths.state_dir, ec)) {
@@ -426,13 +438,15 @@ Result<std::vector<std::string>> uninstall(const Paths& paths, bool force)
 		for (const auto& r : records) {
 			auto ev = cgroup::events(r.cgroup);
 			if (runner_alive(r) && !r.managed)
-				busy.push_back(fmt::format("sandbox '{}' runs under airlock run (pid {})", r.name, r.runner_pid));
+				busy.push_back(fmt::format("sandbox '{}' runs under airlock run (pid {})", r.name,
+							   r.runner_pid));
 			else if (ev && ev->populated)
 				busy.push_back(fmt::format("sandbox '{}' has processes in {}", r.name, r.cgroup));
 		}
 		if (!busy.empty() && !force) {
-			busy.emplace_back("airlock uninstall: refused while sandboxes run; end them (airlock kill, airlock detach) "
-				       "or give --force (airlock's own sandboxes are killed, attached cgroups detached)");
+			busy.emplace_back(
+				"airlock uninstall: refused while sandboxes run; end them (airlock kill, airlock detach) "
+				"or give --force (airlock's own sandboxes are killed, attached cgroups detached)");
 			return Rejection{busy};
 		}
 		if (!records.empty()) {
@@ -442,8 +456,9 @@ Result<std::vector<std::string>> uninstall(const Paths& paths, bool force)
 				audit_to(r, {{"event", r.attached ? "detached" : "sandbox-deleted"},
 					     {"cgroup", r.cgroup},
 					     {"by", "uninstall"}});
-				done.push_back(fmt::format("{}: {}", r.name, r.attached ? "detached from " + r.cgroup
-											: "killed and removed " + r.cgroup));
+				done.push_back(fmt::format("{}: {}", r.name,
+							   r.attached ? "detached from " + r.cgroup
+								      : "killed and removed " + r.cgroup));
 			}
 		}
 	}
@@ -458,8 +473,8 @@ Result<std::vector<std::string>> uninstall(const Paths& paths, bool force)
 		if (::rmdir(parent.c_str()) == 0)
 			done.push_back("removed the cgroup " + parent);
 		else
-			done.push_back(fmt::format("left the cgroup {}: {} (cgroups airlock did not make are in it)", parent,
-						   std::strerror(errno)));
+			done.push_back(fmt::format("left the cgroup {}: {} (cgroups airlock did not make are in it)",
+						   parent, std::strerror(errno)));
 	}
 	if (std::filesystem::exists(paths.state_dir, ec)) {
 		std::filesystem::remove_all(paths.state_dir, ec);

@@ -40,8 +40,8 @@ struct NewSandbox {
 	std::string cgroup;
 	int pid = 0;
 	uint64_t cgroup_id = 0;  // if set: the cgroup found must be this one
-	bool managed = false;  // made through the daemon, which supervises it
-	int runner_pid = 0;    // `airlock run` through the daemon
+	bool managed = false;    // made through the daemon, which supervises it
+	int runner_pid = 0;      // `airlock run` through the daemon
 	AuditBound audit_bound;
 	// The caller (the daemon) starts the proxy that a policy which
 	// redirects to the world, or gates by SNI, needs; without it such a

@@ -90,7 +90,7 @@ SandboxProxy::SandboxProxy(kernel::Kernel& k, const Paths& paths, const SandboxR
 		ca_file_ = ca_bundle_file(paths_, rec_.name);
 		// A command that runs as another user reaches the bundle: the state
 		// directory is made traversable (0711: its names are not listed).
-		struct stat st{};
+		struct stat st {};
 		if (::stat(paths_.state_dir.c_str(), &st) == 0)
 			::chmod(paths_.state_dir.c_str(), (st.st_mode & 07777) | 0011);
 		make_dirs(paths_.state_dir + "/world", 0755);
@@ -282,7 +282,8 @@ SandboxProxy::Handover SandboxProxy::make_handover(const Listeners& ls)
 	if (!ca_.key_pem.empty()) {
 		Fd m(::memfd_create("airlock-world-ca", MFD_CLOEXEC | MFD_ALLOW_SEALING));
 		std::string blob = ca_.cert_pem + ca_.key_pem;
-		bool ok = m.valid() && ::write(m.get(), blob.data(), blob.size()) == static_cast<ssize_t>(blob.size()) &&
+		bool ok = m.valid() &&
+			  ::write(m.get(), blob.data(), blob.size()) == static_cast<ssize_t>(blob.size()) &&
 			  ::fcntl(m.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0;
 		OPENSSL_cleanse(blob.data(), blob.size());
 		if (!ok)
@@ -389,8 +390,7 @@ void SandboxProxy::start()
 
 bool SandboxProxy::gated() const
 {
-	return std::any_of(policy_.rules.begin(), policy_.rules.end(),
-			   [](const Rule& r) { return r.tls_sni_require; });
+	return std::any_of(policy_.rules.begin(), policy_.rules.end(), [](const Rule& r) { return r.tls_sni_require; });
 }
 
 void SandboxProxy::serve()
@@ -465,8 +465,8 @@ void SandboxProxy::answer(const proxy::GateRequest& q)
 		// namespace the sandbox may rule (a container's root with
 		// CAP_NET_ADMIN there) could route it elsewhere.
 		s = Fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-		bool started = s.valid() && (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) == 0 ||
-					     errno == EINPROGRESS);
+		bool started = s.valid() &&
+			       (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) == 0 || errno == EINPROGRESS);
 		if (!started)
 			r.error = errno;
 	}
@@ -658,9 +658,10 @@ void SandboxProxy::reap()
 	std::erase_if(starts_, [&](auto t) { return now - t > o_.window; });
 	if (starts_.size() >= o_.max_restarts) {
 		down_until_ = now + o_.window;
-		spdlog::error("{}: the proxy died {} times within {} s; it stays down for {} s, and redirected connects "
-			      "fail meanwhile (reason no-proxy)",
-			      rec_.name, starts_.size(), o_.window.count(), o_.window.count());
+		spdlog::error(
+			"{}: the proxy died {} times within {} s; it stays down for {} s, and redirected connects "
+			"fail meanwhile (reason no-proxy)",
+			rec_.name, starts_.size(), o_.window.count(), o_.window.count());
 		return;
 	}
 	guarded("starting it again", [this] { start(); });

@@ -154,7 +154,7 @@ private:
 	std::optional<std::chrono::steady_clock::time_point> down_until_;
 	uint64_t starts_total_ = 0;
 	uint64_t unreachable_ = 0;  // gated origins refused for their address
-	bool draining_ = false;  // retire(): a connect request is not answered
+	bool draining_ = false;     // retire(): a connect request is not answered
 	bool kernel_entries_ = true;
 	proxy::WorldStats base_;     // what the proxies before this one counted
 	proxy::WorldStats current_;  // what this one said last

@@ -26,8 +26,8 @@ struct CmdSpec {
 	std::vector<std::string_view> keys;  // besides "cmd"
 };
 
-constexpr std::string_view kSandboxKeys[] = {"name", "policy", "audit_log", "log_allowed", "audit_log_max_bytes",
-					     "audit_log_keep"};
+constexpr std::string_view kSandboxKeys[] = {
+	"name", "policy", "audit_log", "log_allowed", "audit_log_max_bytes", "audit_log_keep"};
 
 const std::array<CmdSpec, 10> kCmds = {{
 	{Cmd::Ping, "ping", false, {}},
@@ -170,7 +170,8 @@ Result<Request> parse_request(std::string_view line)
 std::string to_line(const Request& r)
 {
 	json j = {{"cmd", to_string(r.cmd)}};
-	const CmdSpec& spec = *std::find_if(kCmds.begin(), kCmds.end(), [&](const CmdSpec& s) { return s.cmd == r.cmd; });
+	const CmdSpec& spec = *std::find_if(kCmds.begin(), kCmds.end(),
+					    [&](const CmdSpec& s) { return s.cmd == r.cmd; });
 	auto put = [&](std::string_view key, auto value, bool set) {
 		if (set && allowed(spec, key))
 			j[std::string(key)] = value;

@@ -16,17 +16,17 @@ namespace airlock {
 struct Request {
 	enum class Cmd { Ping, Status, Thaw, Kill, Reload, Attach, Create, Detach, Delete, Events };
 	Cmd cmd = Cmd::Ping;
-	std::string name;       // a sandbox name; "" where a command may go without
-	std::string policy;     // reload, attach, create: a file or a name in the policy directory
-	std::string audit_log;  // attach, create
-	AuditBound audit_bound; // attach, create
+	std::string name;        // a sandbox name; "" where a command may go without
+	std::string policy;      // reload, attach, create: a file or a name in the policy directory
+	std::string audit_log;   // attach, create
+	AuditBound audit_bound;  // attach, create
 	bool log_allowed = false;
-	std::string cgroup;     // attach: a cgroup path ...
-	int pid = 0;            // ... or the cgroup of this process
-	uint64_t cgroup_id = 0; // attach: if set, the cgroup must be this one (the OCI hook checked it)
-	int runner_pid = 0;     // create: the `airlock run` that waits for the sandbox
-	std::string sandbox;    // events: one sandbox's, or "" for all
-	bool follow = false;    // events: keep sending new lines
+	std::string cgroup;      // attach: a cgroup path ...
+	int pid = 0;             // ... or the cgroup of this process
+	uint64_t cgroup_id = 0;  // attach: if set, the cgroup must be this one (the OCI hook checked it)
+	int runner_pid = 0;      // create: the `airlock run` that waits for the sandbox
+	std::string sandbox;     // events: one sandbox's, or "" for all
+	bool follow = false;     // events: keep sending new lines
 
 	static Request of(Cmd cmd, std::string name = "")
 	{

@@ -45,9 +45,10 @@ namespace {
 void warn_about_identity(const Paths& paths, const RunOptions& o)
 {
 	if (o.keep_caps && o.user.empty() && ::geteuid() == 0)
-		spdlog::warn("--keep-caps: the command runs as uid 0 in the host's mount namespace: it can open airlock's "
-			     "pinned maps under {} and move itself out of the sandbox; run it with --user",
-			     paths.bpf_dir);
+		spdlog::warn(
+			"--keep-caps: the command runs as uid 0 in the host's mount namespace: it can open airlock's "
+			"pinned maps under {} and move itself out of the sandbox; run it with --user",
+			paths.bpf_dir);
 	if (o.keep_caps && ::geteuid() == 0)
 		spdlog::warn("--keep-caps: the command keeps CAP_NET_RAW; AF_PACKET and AF_XDP sockets bypass every "
 			     "cgroup hook");
@@ -215,8 +216,12 @@ int run_via_daemon(const Paths& paths, const RunOptions& o, const Policy& policy
 	}
 	auto made_rec = load_record(paths, name);
 	AuditLog audit(audit_path, made_rec ? made_rec->audit_bound : o.audit_bound);
-	audit.write(name, json{{"event", "sandbox-start"}, {"cgroup", cg}, {"pid", child.pid}, {"command", o.command},
-			       {"supervisor", "daemon"}, {"confinement", child.confinement.to_json()}});
+	audit.write(name, json{{"event", "sandbox-start"},
+			       {"cgroup", cg},
+			       {"pid", child.pid},
+			       {"command", o.command},
+			       {"supervisor", "daemon"},
+			       {"confinement", child.confinement.to_json()}});
 	siginfo_t si = wait_child(child, sigfd, nullptr, [&] {
 		try {
 			auto r = daemon_call(paths, reload_request(name, policy_file));
@@ -278,7 +283,7 @@ int exec(const Paths& paths, const std::string& name, const RunOptions& o)
 	std::vector<std::string> env;
 	if (sb.contains("supervisor") && sb["supervisor"].contains("proxy")) {
 		const auto& px = sb["supervisor"]["proxy"];
-		struct stat st{};
+		struct stat st {};
 		uint64_t here = ::stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
 		uint64_t there = px.value("netns", uint64_t{0});
 		if (there != 0 && here != there)
@@ -295,7 +300,8 @@ int exec(const Paths& paths, const std::string& name, const RunOptions& o)
 		// Killed: by the daemon on a violation, or by `airlock kill`?
 		auto after = daemon_ask(paths, Request::of(Request::Cmd::Status));
 		for (const auto& s : after ? (*after)["status"]["sandboxes"] : nlohmann::json::array())
-			if (s["name"] == name && s.contains("supervisor") && s["supervisor"].value("killed_on_violation", false))
+			if (s["name"] == name && s.contains("supervisor") &&
+			    s["supervisor"].value("killed_on_violation", false))
 				return kExitKilledOnViolation;
 		std::error_code ec;
 		auto marked = std::filesystem::last_write_time(paths.kill_marker(name), ec);
@@ -328,7 +334,8 @@ int run(const Paths& paths, const RunOptions& o)
 	{
 		FileLock lock(paths.lock_file());
 		k.emplace(kernel::Kernel::load_or_adopt(paths.bpf_dir, load_records(paths).empty()));
-		CreateOptions co{name, policy, o.policy_file, audit_path, o.log_allowed, ::getpid(), "", false, o.audit_bound};
+		CreateOptions co{name,       policy, o.policy_file, audit_path,   o.log_allowed,
+				 ::getpid(), "",     false,         o.audit_bound};
 		rec = create_sandbox(*k, paths, co);
 	}
 	spdlog::info("sandbox {} in {} (cgroup id {}), policy '{}' {} on_violation {}; programs {}", name, rec.cgroup,
@@ -376,9 +383,14 @@ int run(const Paths& paths, const RunOptions& o)
 		destroy_sandbox(*k, paths, rec);
 		throw;
 	}
-	audit.write(name, json{{"event", "sandbox-start"}, {"cgroup", rec.cgroup}, {"cgroup_id", rec.cgroup_id},
-			       {"policy", policy.name}, {"policy_file", rec.policy_file}, {"pid", child.pid},
-			       {"command", o.command}, {"confinement", child.confinement.to_json()}});
+	audit.write(name, json{{"event", "sandbox-start"},
+			       {"cgroup", rec.cgroup},
+			       {"cgroup_id", rec.cgroup_id},
+			       {"policy", policy.name},
+			       {"policy_file", rec.policy_file},
+			       {"pid", child.pid},
+			       {"command", o.command},
+			       {"confinement", child.confinement.to_json()}});
 
 	siginfo_t si = wait_child(
 		child, sigfd.get(), sup.get(), [&] { sup->reload_from_file("SIGHUP"); }, proxy.get());

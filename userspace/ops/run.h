@@ -19,7 +19,7 @@ struct RunOptions {
 	bool log_allowed = false;
 	bool keep_caps = false;
 	bool standalone = false;  // supervise here even when a daemon runs
-	std::string user;  // USER[:GROUP] or UID[:GID] to run the command as
+	std::string user;         // USER[:GROUP] or UID[:GID] to run the command as
 	std::vector<std::string> command;
 };
 

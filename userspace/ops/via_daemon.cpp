@@ -20,7 +20,7 @@ Result<std::string> via_daemon(const Paths& paths, const Request& request,
 			       const std::function<Result<std::string>()>& here)
 {
 	auto answer = daemon_call(paths, request);
-	return !answer ? here()
+	return !answer   ? here()
 	       : *answer ? Result<std::string>((*answer)->value("message", ""))
 			 : Result<std::string>(answer->rejection());
 }

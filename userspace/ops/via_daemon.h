@@ -17,8 +17,7 @@
 namespace airlock::ops {
 
 // The daemon's answer to request, or what here gives when no daemon runs.
-Result<std::string> via_daemon(const Paths&, const Request& request,
-			       const std::function<Result<std::string>()>& here);
+Result<std::string> via_daemon(const Paths&, const Request& request, const std::function<Result<std::string>()>& here);
 
 // A policy argument as the daemon must see it: an existing file by its
 // absolute path; anything else unchanged (a name in the daemon's policy dir).

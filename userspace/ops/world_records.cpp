@@ -14,7 +14,7 @@ namespace airlock::ops {
 
 std::string world_records_path(const std::string& arg, const std::string& dir)
 {
-	struct stat st{};
+	struct stat st {};
 	if (arg.find('/') != std::string::npos || ::stat(arg.c_str(), &st) == 0 || !valid_sandbox_name(arg))
 		return arg;
 	return dir + "/" + arg + ".jsonl";
@@ -22,7 +22,7 @@ std::string world_records_path(const std::string& arg, const std::string& dir)
 
 proxy::ShowResult read_world_records(const std::string& records, const proxy::ShowOptions& o)
 {
-	struct stat st{};
+	struct stat st {};
 	int err = ::stat(records.c_str(), &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
 	std::ifstream in;
 	if (!err) {

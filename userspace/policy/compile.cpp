@@ -38,7 +38,9 @@ uint8_t kernel_action(const Rule& r)
 {
 	if (r.action == Action::Allow && r.tls_sni_require)
 		return AL_ACTION_REDIRECT;
-	return r.action == Action::Allow ? AL_ACTION_ALLOW : r.action == Action::Redirect ? AL_ACTION_REDIRECT : AL_ACTION_DENY;
+	return r.action == Action::Allow      ? AL_ACTION_ALLOW
+	       : r.action == Action::Redirect ? AL_ACTION_REDIRECT
+					      : AL_ACTION_DENY;
 }
 
 KernelDecision decision_of(uint8_t action, uint16_t rule)
@@ -167,9 +169,10 @@ void compile_names(const Policy& p, uint32_t policy_id, CompiledPolicy& c, std::
 		// resolvers); a world that synthesizes answers keeps it in.
 		bool world_answers = p.world && p.world->synthesize_dns;
 		for (const auto& r : ranges) {
-			bool world = r.action == AL_ACTION_REDIRECT && r.rule < p.rules.size() && p.rules[r.rule].redirect &&
-				     p.rules[r.rule].redirect->world;
-			if (r.action == AL_ACTION_ALLOW || (r.action == AL_ACTION_REDIRECT && !(world && world_answers)))
+			bool world = r.action == AL_ACTION_REDIRECT && r.rule < p.rules.size() &&
+				     p.rules[r.rule].redirect && p.rules[r.rule].redirect->world;
+			if (r.action == AL_ACTION_ALLOW ||
+			    (r.action == AL_ACTION_REDIRECT && !(world && world_answers)))
 				e.value.flags |= AL_RS_QUERY;
 		}
 		std::copy(ranges.begin(), ranges.end(), e.value.ranges);
@@ -177,15 +180,16 @@ void compile_names(const Policy& p, uint32_t policy_id, CompiledPolicy& c, std::
 	}
 	if (c.names.size() > AL_MAX_NAMES / 4)
 		errors.push_back({p.source, "rules",
-				  fmt::format("{} distinct domain names; one sandbox may use at most {}", c.names.size(),
-					      AL_MAX_NAMES / 4)});
+				  fmt::format("{} distinct domain names; one sandbox may use at most {}",
+					      c.names.size(), AL_MAX_NAMES / 4)});
 }
 
 void compile_dns(const Policy& p, CompiledPolicy& c, std::vector<PolicyError>& errors)
 {
 	const DnsPolicy& d = p.dns;
 	al_dns_policy& k = c.dns;
-	k.flags = (d.tcp ? AL_DNS_TCP : 0) | (d.edns ? AL_DNS_EDNS : 0) | (d.edns && d.edns_dnssec_ok ? AL_DNS_EDNS_DO : 0) |
+	k.flags = (d.tcp ? AL_DNS_TCP : 0) | (d.edns ? AL_DNS_EDNS : 0) |
+		  (d.edns && d.edns_dnssec_ok ? AL_DNS_EDNS_DO : 0) |
 		  (p.world && p.world->synthesize_dns ? AL_DNS_WORLD : 0);
 	k.max_name_len = static_cast<uint16_t>(std::min<unsigned>(d.max_name_length, AL_DNS_NAME_MAX));
 	k.max_label_len = static_cast<uint8_t>(d.max_label_length);
@@ -205,7 +209,8 @@ void compile_dns(const Policy& p, CompiledPolicy& c, std::vector<PolicyError>& e
 		std::copy(a.bytes.begin(), a.bytes.end(), slot.addr);
 	}
 	if (d.types.size() > AL_DNS_MAX_TYPES)
-		errors.push_back({p.source, "dns/types", fmt::format("{} types; at most {}", d.types.size(), AL_DNS_MAX_TYPES)});
+		errors.push_back(
+			{p.source, "dns/types", fmt::format("{} types; at most {}", d.types.size(), AL_DNS_MAX_TYPES)});
 	for (const auto& t : d.types) {
 		auto num = dns_type_number(t);
 		if (num && k.ntypes < AL_DNS_MAX_TYPES)
@@ -310,8 +315,8 @@ void compile_unix(const Policy& p, uint32_t policy_id, CompiledPolicy& c, std::v
 	}
 	if (c.unix_rules.size() > AL_MAX_UNIX_RULES / 4)
 		errors.push_back({p.source, "rules",
-				  fmt::format("{} distinct unix targets; one sandbox may use at most {}", c.unix_rules.size(),
-					      AL_MAX_UNIX_RULES / 4)});
+				  fmt::format("{} distinct unix targets; one sandbox may use at most {}",
+					      c.unix_rules.size(), AL_MAX_UNIX_RULES / 4)});
 }
 
 }  // namespace
@@ -357,7 +362,7 @@ std::optional<KernelDecision> reference_unix_decision(const Policy& p, bool abst
 			continue;
 		const auto& t = r.unix_target->bytes;
 		bool match = r.unix_target->prefix ? bytes.compare(0, t.size(), t) == 0 && bytes.size() >= t.size()
-						     : bytes == t;
+						   : bytes == t;
 		if (!match)
 			continue;
 		if (!best || rank(r) > rank(*best) ||
@@ -376,9 +381,15 @@ Result<CompiledPolicy, PolicyRejection> compile_policy(const Policy& p, uint32_t
 	if (p.mode == Mode::Audit)
 		c.sandbox_flags |= AL_SB_AUDIT;
 	switch (p.on_violation) {
-	case OnViolation::Deny: c.on_violation = AL_ON_VIOLATION_DENY; break;
-	case OnViolation::Freeze: c.on_violation = AL_ON_VIOLATION_FREEZE; break;
-	case OnViolation::Kill: c.on_violation = AL_ON_VIOLATION_KILL; break;
+	case OnViolation::Deny:
+		c.on_violation = AL_ON_VIOLATION_DENY;
+		break;
+	case OnViolation::Freeze:
+		c.on_violation = AL_ON_VIOLATION_FREEZE;
+		break;
+	case OnViolation::Kill:
+		c.on_violation = AL_ON_VIOLATION_KILL;
+		break;
 	}
 	c.families = p.families;
 
@@ -404,8 +415,8 @@ Result<CompiledPolicy, PolicyRejection> compile_policy(const Policy& p, uint32_t
 	}
 	if (c.targets.size() > AL_TARGETS_MAX / (2 * 4))
 		errors.push_back({p.source, "rules",
-				  fmt::format("{} redirects to HOST:PORT; a policy may have at most {}", c.targets.size(),
-					      AL_TARGETS_MAX / (2 * 4))});
+				  fmt::format("{} redirects to HOST:PORT; a policy may have at most {}",
+					      c.targets.size(), AL_TARGETS_MAX / (2 * 4))});
 
 	// Rules by prefix. Every prefix that contains a given one is one of its
 	// masks, so the covering rules are found by walking the lengths down
@@ -432,9 +443,9 @@ Result<CompiledPolicy, PolicyRejection> compile_policy(const Policy& p, uint32_t
 		std::vector<al_range> ranges = ranges_of(covering);
 		if (ranges.size() > AL_MAX_RANGES) {
 			errors.push_back({p.source, "rules",
-					      fmt::format("{} needs {} port ranges once less specific rules are folded in; "
-							  "the kernel holds {}",
-							  format_cidr(prefix), ranges.size(), AL_MAX_RANGES)});
+					  fmt::format("{} needs {} port ranges once less specific rules are folded in; "
+						      "the kernel holds {}",
+						      format_cidr(prefix), ranges.size(), AL_MAX_RANGES)});
 			continue;
 		}
 		CompiledPrefix e{};
@@ -447,11 +458,12 @@ Result<CompiledPolicy, PolicyRejection> compile_policy(const Policy& p, uint32_t
 		c.prefixes.push_back(e);
 	}
 	if (p.rules.size() >= AL_RULE_NONE)
-		errors.push_back({p.source, "rules", fmt::format("{} rules; at most {}", p.rules.size(), AL_RULE_NONE - 1)});
+		errors.push_back(
+			{p.source, "rules", fmt::format("{} rules; at most {}", p.rules.size(), AL_RULE_NONE - 1)});
 	if (c.prefixes.size() > AL_MAX_PREFIXES / 4)
 		errors.push_back({p.source, "rules",
-				      fmt::format("{} distinct prefixes; one sandbox may use at most {}", c.prefixes.size(),
-						  AL_MAX_PREFIXES / 4)});
+				  fmt::format("{} distinct prefixes; one sandbox may use at most {}", c.prefixes.size(),
+					      AL_MAX_PREFIXES / 4)});
 	compile_names(p, policy_id, c, errors);
 	compile_unix(p, policy_id, c, errors);
 	compile_dns(p, c, errors);

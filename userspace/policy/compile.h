@@ -32,10 +32,10 @@ struct CompiledUnix {
 
 struct CompiledPolicy {
 	std::vector<CompiledPrefix> prefixes;
-	std::vector<CompiledName> names;  // domain rules, one entry per distinct name and kind
+	std::vector<CompiledName> names;       // domain rules, one entry per distinct name and kind
 	std::vector<CompiledUnix> unix_rules;  // one entry per distinct target
-	al_dns_policy dns{};              // the "dns" block, keyed by the policy id
-	uint32_t sandbox_flags = 0;  // al_sandbox_flag (AL_SB_LOG_ALLOWED is the runner's)
+	al_dns_policy dns{};                   // the "dns" block, keyed by the policy id
+	uint32_t sandbox_flags = 0;            // al_sandbox_flag (AL_SB_LOG_ALLOWED is the runner's)
 	uint8_t on_violation = AL_ON_VIOLATION_DENY;
 	uint64_t families = 0;  // al_sandbox.families
 	// Allow rules' egress byte budgets: (rule index, bytes).

@@ -10,8 +10,20 @@ namespace airlock {
 namespace {
 
 const std::array<std::pair<const char*, uint16_t>, 14> kTypes = {{
-	{"A", 1}, {"NS", 2}, {"CNAME", 5}, {"SOA", 6}, {"NULL", 10}, {"PTR", 12}, {"MX", 15},
-	{"TXT", 16}, {"AAAA", 28}, {"SRV", 33}, {"SVCB", 64}, {"HTTPS", 65}, {"ANY", 255}, {"CAA", 257},
+	{"A", 1},
+	{"NS", 2},
+	{"CNAME", 5},
+	{"SOA", 6},
+	{"NULL", 10},
+	{"PTR", 12},
+	{"MX", 15},
+	{"TXT", 16},
+	{"AAAA", 28},
+	{"SRV", 33},
+	{"SVCB", 64},
+	{"HTTPS", 65},
+	{"ANY", 255},
+	{"CAA", 257},
 }};
 
 std::vector<std::string> labels_of(const std::string& name)
@@ -93,8 +105,8 @@ bool domain_covers(const std::string& rule_domain, bool wildcard, const std::str
 {
 	if (!wildcard)
 		return name == rule_domain;
-	return name.size() > rule_domain.size() + 1 && name.compare(name.size() - rule_domain.size(), std::string::npos,
-								     rule_domain) == 0 &&
+	return name.size() > rule_domain.size() + 1 &&
+	       name.compare(name.size() - rule_domain.size(), std::string::npos, rule_domain) == 0 &&
 	       name[name.size() - rule_domain.size() - 1] == '.';
 }
 

@@ -6,7 +6,7 @@ namespace airlock::policy_parse {
 
 namespace {
 
-const std::set<std::string> kDnsTypes = {"A",  "AAAA", "CNAME", "MX",    "TXT", "SRV",  "PTR",
+const std::set<std::string> kDnsTypes = {"A",  "AAAA", "CNAME", "MX",   "TXT", "SRV",  "PTR",
 					 "NS", "SOA",  "HTTPS", "SVCB", "CAA", "NULL", "ANY"};
 
 }  // namespace
@@ -76,10 +76,10 @@ std::optional<WorldResponse> Parser::world_response(const json& v, const std::st
 	text("body", r.body);
 	if (!v.contains("host"))
 		error(join(path, "host"), "missing (a name, *.name, or * for any)");
-	if (!r.method.empty() && !std::all_of(r.method.begin(), r.method.end(), [](unsigned char c) {
-		    return std::isupper(c) != 0;
-	    }))
-		error(join(path, "method"), fmt::format("'{}' is not an HTTP method (GET, POST, ...)", printable(r.method)));
+	if (!r.method.empty() &&
+	    !std::all_of(r.method.begin(), r.method.end(), [](unsigned char c) { return std::isupper(c) != 0; }))
+		error(join(path, "method"),
+		      fmt::format("'{}' is not an HTTP method (GET, POST, ...)", printable(r.method)));
 	if (!r.path.empty() && r.path.front() != '/')
 		error(join(path, "path"), fmt::format("'{}' does not start with /", printable(r.path)));
 	if (v.contains("status")) {
@@ -99,9 +99,8 @@ std::optional<WorldResponse> Parser::world_response(const json& v, const std::st
 			for (auto it = h.begin(); it != h.end(); ++it) {
 				std::string kp = join(hp, printable(it.key()));
 				bool name_ok = !it.key().empty() &&
-					       std::all_of(it.key().begin(), it.key().end(), [](unsigned char c) {
-						       return std::isalnum(c) || c == '-';
-					       });
+					       std::all_of(it.key().begin(), it.key().end(),
+							   [](unsigned char c) { return std::isalnum(c) || c == '-'; });
 				if (!name_ok)
 					error(kp, "is not an HTTP header name");
 				else if (expect(it.value(), kp, it.value().is_string(), "a string")) {
@@ -212,14 +211,17 @@ void Parser::edns(const json& v, const std::string& path, DnsPolicy& d)
 				std::string kp = join(op, printable(key));
 				auto code = edns_option_code(key);
 				if (!code) {
-					error(kp, fmt::format("'{}' is not an EDNS option name airlock knows or a code (0-65535)",
-							      printable(key)));
+					error(kp,
+					      fmt::format(
+						      "'{}' is not an EDNS option name airlock knows or a code (0-65535)",
+						      printable(key)));
 					continue;
 				}
 				if (!expect(n, kp, n.is_number_integer() || n.is_number_unsigned(), "an integer"))
 					continue;
 				if (n.get<int64_t>() < 0 || n.get<int64_t>() > AL_DNS_OPT_MAX - 4) {
-					error(kp, fmt::format("{} is out of range (0-{})", n.dump(), AL_DNS_OPT_MAX - 4));
+					error(kp,
+					      fmt::format("{} is out of range (0-{})", n.dump(), AL_DNS_OPT_MAX - 4));
 					continue;
 				}
 				bool dup = false;
@@ -232,7 +234,8 @@ void Parser::edns(const json& v, const std::string& path, DnsPolicy& d)
 				d.edns_options.push_back({*code, static_cast<uint16_t>(n.get<int64_t>())});
 			}
 			if (d.edns_options.size() > AL_DNS_MAX_EDNS_OPTS)
-				error(op, fmt::format("{} options; at most {}", d.edns_options.size(), AL_DNS_MAX_EDNS_OPTS));
+				error(op, fmt::format("{} options; at most {}", d.edns_options.size(),
+						      AL_DNS_MAX_EDNS_OPTS));
 		}
 	}
 	if (v.contains("udp_sizes")) {
@@ -252,11 +255,13 @@ void Parser::edns(const json& v, const std::string& path, DnsPolicy& d)
 					continue;
 				}
 				auto size = static_cast<uint16_t>(n.get<int64_t>());
-				if (std::find(d.edns_udp_sizes.begin(), d.edns_udp_sizes.end(), size) == d.edns_udp_sizes.end())
+				if (std::find(d.edns_udp_sizes.begin(), d.edns_udp_sizes.end(), size) ==
+				    d.edns_udp_sizes.end())
 					d.edns_udp_sizes.push_back(size);
 			}
 			if (d.edns_udp_sizes.size() > AL_DNS_MAX_UDP_SIZES)
-				error(up, fmt::format("{} sizes; at most {}", d.edns_udp_sizes.size(), AL_DNS_MAX_UDP_SIZES));
+				error(up, fmt::format("{} sizes; at most {}", d.edns_udp_sizes.size(),
+						      AL_DNS_MAX_UDP_SIZES));
 		}
 	}
 	if (v.contains("dnssec_ok")) {
@@ -278,9 +283,10 @@ void Parser::families(const json& v, const std::string& path, uint64_t& mask)
 			continue;
 		int af = family_number(v[i].get<std::string>());
 		if (af < 0)
-			error(ip, fmt::format("{} is not a socket family airlock knows (inet, inet6, unix, netlink-route, "
-					      "netlink, packet, vsock, ...)",
-					      shown(v[i])));
+			error(ip,
+			      fmt::format("{} is not a socket family airlock knows (inet, inet6, unix, netlink-route, "
+					  "netlink, packet, vsock, ...)",
+					  shown(v[i])));
 		else
 			mask |= 1ull << af;
 	}

@@ -26,12 +26,18 @@ std::string policy_parse::shown(const json& v)
 
 std::string json_type_name(const json& v)
 {
-	if (v.is_string()) return "a string";
-	if (v.is_boolean()) return "a boolean";
-	if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-	if (v.is_number()) return "a number";
-	if (v.is_array()) return "an array";
-	if (v.is_object()) return "an object";
+	if (v.is_string())
+		return "a string";
+	if (v.is_boolean())
+		return "a boolean";
+	if (v.is_number_integer() || v.is_number_unsigned())
+		return "an integer";
+	if (v.is_number())
+		return "a number";
+	if (v.is_array())
+		return "an array";
+	if (v.is_object())
+		return "an object";
 	return "null";
 }
 
@@ -143,12 +149,13 @@ std::optional<json> parse_json_checked(std::string_view text, const std::string&
 		auto at = what.find("column ");
 		auto colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
 		auto bracket = what.find("] ");
-		std::string reason = colon != std::string::npos    ? what.substr(colon + 2)
+		std::string reason = colon != std::string::npos     ? what.substr(colon + 2)
 				     : bracket != std::string::npos ? what.substr(bracket + 2)
 								    : what;
 		std::replace(reason.begin(), reason.end(), '\n', ' ');
 		// nlohmann quotes the bytes it last read as they are: escape them.
-		errors.push_back({fmt::format("{}:{}:{}", file_label, line, col), "(root)", "invalid JSON: " + printable(reason)});
+		errors.push_back({fmt::format("{}:{}:{}", file_label, line, col), "(root)",
+				  "invalid JSON: " + printable(reason)});
 		return std::nullopt;
 	}
 	json doc = json::parse(text);

@@ -86,7 +86,8 @@ bool Parser::domain(const json& v, const std::string& path, Rule& r)
 		if (label.empty())
 			return bad("empty label");
 		if (label.size() > 63)
-			return bad(fmt::format("label '{}' is longer than 63 characters", printable(label.substr(0, 20)) + "..."));
+			return bad(fmt::format("label '{}' is longer than 63 characters",
+					       printable(label.substr(0, 20)) + "..."));
 		for (char c : label)
 			if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
 				return bad(fmt::format("'{}' is not allowed in a label (letters, digits, '-', '_'; "
@@ -126,7 +127,8 @@ std::optional<PortRange> Parser::port(const json& v, const std::string& path)
 		long lo = dash == std::string::npos ? -1 : num(s.substr(0, dash));
 		long hi = dash == std::string::npos ? -1 : num(s.substr(dash + 1));
 		if (lo < 1 || hi < 1 || lo > 65535 || hi > 65535 || lo > hi) {
-			error(path, fmt::format("'{}' is not a port range (\"LO-HI\", 1 <= LO <= HI <= 65535)", printable(s)));
+			error(path, fmt::format("'{}' is not a port range (\"LO-HI\", 1 <= LO <= HI <= 65535)",
+						printable(s)));
 			return std::nullopt;
 		}
 		return PortRange{static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)};
@@ -189,7 +191,8 @@ std::optional<Rule> Parser::rule(const json& v, const std::string& path, size_t 
 {
 	if (!expect(v, path, v.is_object(), "an object"))
 		return std::nullopt;
-	unknown_keys(v, path, {"action", "cidr", "domain", "unix", "ports", "protocol", "comment", "to", "tls", "budget"});
+	unknown_keys(v, path,
+		     {"action", "cidr", "domain", "unix", "ports", "protocol", "comment", "to", "tls", "budget"});
 	size_t before = errors_.size();
 	Rule r;
 	r.index = index;
@@ -208,7 +211,8 @@ std::optional<Rule> Parser::rule(const json& v, const std::string& path, size_t 
 		else if (s == "redirect")
 			r.action = Action::Redirect;
 		else if (s == "hold")
-			error(join(path, "action"), fmt::format("'{}' is reserved and not supported yet", printable(s)));
+			error(join(path, "action"),
+			      fmt::format("'{}' is reserved and not supported yet", printable(s)));
 		else
 			error(join(path, "action"),
 			      fmt::format("'{}' is not one of allow, deny, refuse, redirect", printable(s)));
@@ -244,7 +248,8 @@ std::optional<Rule> Parser::rule(const json& v, const std::string& path, size_t 
 			else if (s == "icmp")
 				r.proto_mask = AL_PROTO_ICMP;
 			else
-				error(join(path, "protocol"), fmt::format("'{}' is not one of tcp, udp, icmp", printable(s)));
+				error(join(path, "protocol"),
+				      fmt::format("'{}' is not one of tcp, udp, icmp", printable(s)));
 		}
 	}
 	if (v.contains("ports")) {
@@ -294,16 +299,19 @@ void Parser::gates(const json& v, const std::string& path, Rule& r)
 			unknown_keys(t, tp, {"sni"});
 			if (!t.contains("sni"))
 				error(join(tp, "sni"), "missing (\"require\")");
-			else if (const json& sni = t["sni"]; expect(sni, join(tp, "sni"), sni.is_string(), "a string")) {
+			else if (const json& sni = t["sni"];
+				 expect(sni, join(tp, "sni"), sni.is_string(), "a string")) {
 				if (sni.get<std::string>() != "require")
-					error(join(tp, "sni"), fmt::format("'{}' is not require", printable(sni.get<std::string>())));
+					error(join(tp, "sni"),
+					      fmt::format("'{}' is not require", printable(sni.get<std::string>())));
 				else
 					r.tls_sni_require = true;
 			}
 			// The name in the ClientHello is judged against the
 			// rule's name; UDP beside the gate (QUIC) would pass unread.
 			if (!v.contains("domain"))
-				error(tp, "applies to domain rules (the ClientHello's name is checked against the rule's)");
+				error(tp,
+				      "applies to domain rules (the ClientHello's name is checked against the rule's)");
 			if (r.proto_mask != AL_PROTO_TCP)
 				error(tp, "needs \"protocol\": \"tcp\" (UDP to the same destination would pass beside "
 					  "the gate: QUIC falls back to TCP when it is denied)");
@@ -356,7 +364,8 @@ std::optional<RedirectTarget> Parser::redirect_target(const json& v, const std::
 	}
 	auto addr = parse_address(host);
 	bool port_ok = !port_text.empty() && port_text.size() <= 5 &&
-		       std::all_of(port_text.begin(), port_text.end(), [](unsigned char c) { return std::isdigit(c); }) &&
+		       std::all_of(port_text.begin(), port_text.end(),
+				   [](unsigned char c) { return std::isdigit(c); }) &&
 		       std::stoul(port_text) >= 1 && std::stoul(port_text) <= 65535;
 	if (!addr || !port_ok) {
 		error(path, fmt::format("'{}' is not \"world\" nor ADDRESS:PORT ([ADDRESS]:PORT for IPv6; an address, "
@@ -371,8 +380,8 @@ std::optional<RedirectTarget> Parser::redirect_target(const json& v, const std::
 			       ? !(b[0] == 0 && b[1] == 0 && b[2] == 0 && b[3] == 0) && b[0] < 224
 			       : b[0] != 0xff && !std::all_of(b.begin(), b.end(), [](uint8_t x) { return x == 0; });
 	if (!unicast) {
-		error(path, fmt::format("'{}' is not a unicast address (a simulator listens on one address)",
-					printable(s)));
+		error(path,
+		      fmt::format("'{}' is not a unicast address (a simulator listens on one address)", printable(s)));
 		return std::nullopt;
 	}
 	t.address = *addr;

@@ -28,7 +28,8 @@ void Parser::header(const json& doc, Policy& p)
 				  return std::isalnum(c) || c == '.' || c == '_' || c == '-';
 			  });
 		if (!ok)
-			error("name", fmt::format("'{}' is not a policy name (1-64 of A-Z a-z 0-9 . _ -)", printable(p.name)));
+			error("name",
+			      fmt::format("'{}' is not a policy name (1-64 of A-Z a-z 0-9 . _ -)", printable(p.name)));
 	}
 	if (doc.contains("description")) {
 		const json& d = doc["description"];
@@ -58,7 +59,8 @@ void Parser::header(const json& doc, Policy& p)
 			else if (s == "kill")
 				p.on_violation = OnViolation::Kill;
 			else
-				error("on_violation", fmt::format("'{}' is not one of deny, freeze, kill", printable(s)));
+				error("on_violation",
+				      fmt::format("'{}' is not one of deny, freeze, kill", printable(s)));
 		}
 	}
 }

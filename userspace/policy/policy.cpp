@@ -23,23 +23,33 @@ Rejection PolicyRejection::lines() const
 	return r;
 }
 
-const char* to_string(Mode m) { return m == Mode::Enforce ? "enforce" : "audit"; }
+const char* to_string(Mode m)
+{
+	return m == Mode::Enforce ? "enforce" : "audit";
+}
 const char* to_string(OnViolation v)
 {
 	switch (v) {
-	case OnViolation::Deny: return "deny";
-	case OnViolation::Freeze: return "freeze";
-	case OnViolation::Kill: return "kill";
+	case OnViolation::Deny:
+		return "deny";
+	case OnViolation::Freeze:
+		return "freeze";
+	case OnViolation::Kill:
+		return "kill";
 	}
 	return "?";
 }
 const char* to_string(Action a)
 {
 	switch (a) {
-	case Action::Allow: return "allow";
-	case Action::Deny: return "deny";
-	case Action::Refuse: return "refuse";
-	case Action::Redirect: return "redirect";
+	case Action::Allow:
+		return "allow";
+	case Action::Deny:
+		return "deny";
+	case Action::Refuse:
+		return "refuse";
+	case Action::Redirect:
+		return "redirect";
 	}
 	return "?";
 }
@@ -53,8 +63,8 @@ const BuiltinUnixRefusal kBuiltinUnixRefusals[3] = {
 std::optional<uint16_t> edns_option_code(const std::string& name)
 {
 	static const std::map<std::string, uint16_t> names = {
-		{"NSID", 3},	       {"CLIENT-SUBNET", 8}, {"EXPIRE", 9}, {"COOKIE", 10},
-		{"TCP-KEEPALIVE", 11}, {"PADDING", 12},	     {"CHAIN", 13}, {"KEY-TAG", 14},
+		{"NSID", 3},           {"CLIENT-SUBNET", 8}, {"EXPIRE", 9}, {"COOKIE", 10},
+		{"TCP-KEEPALIVE", 11}, {"PADDING", 12},      {"CHAIN", 13}, {"KEY-TAG", 14},
 	};
 	std::string up = name;
 	std::transform(up.begin(), up.end(), up.begin(), ::toupper);
@@ -85,12 +95,12 @@ namespace {
 
 // linux/socket.h, AF_UNIX (1) to AF_MCTP (45).
 constexpr const char* kFamilyNames[kFamilyMax] = {
-	nullptr,     "unix",  "inet",     "ax25",     "ipx",    "appletalk", "netrom",     "bridge",
-	"atmpvc",    "x25",   "inet6",    "rose",     "decnet", "netbeui",   "security",   "key",
-	"netlink",   "packet", "ash",     "econet",   "atmsvc", "rds",       "sna",        "irda",
-	"pppox",     "wanpipe", "llc",    "ib",       "mpls",   "can",       "tipc",       "bluetooth",
-	"iucv",      "rxrpc", "isdn",     "phonet",   "ieee802154", "caif",  "alg",        "nfc",
-	"vsock",     "kcm",   "qipcrtr",  "smc",      "xdp",    "mctp",
+	nullptr,   "unix",    "inet",    "ax25",   "ipx",        "appletalk", "netrom",   "bridge",
+	"atmpvc",  "x25",     "inet6",   "rose",   "decnet",     "netbeui",   "security", "key",
+	"netlink", "packet",  "ash",     "econet", "atmsvc",     "rds",       "sna",      "irda",
+	"pppox",   "wanpipe", "llc",     "ib",     "mpls",       "can",       "tipc",     "bluetooth",
+	"iucv",    "rxrpc",   "isdn",    "phonet", "ieee802154", "caif",      "alg",      "nfc",
+	"vsock",   "kcm",     "qipcrtr", "smc",    "xdp",        "mctp",
 };
 
 }  // namespace
@@ -147,9 +157,9 @@ std::string describe(const Rule& r)
 		s += " icmp";
 	if (r.redirect)
 		s += " to " + (r.redirect->world ? std::string("world")
-				 : r.redirect->address.family == AL_FAMILY_IPV6
-					 ? fmt::format("[{}]:{}", format_address(r.redirect->address), r.redirect->port)
-					 : fmt::format("{}:{}", format_address(r.redirect->address), r.redirect->port));
+			       : r.redirect->address.family == AL_FAMILY_IPV6
+				       ? fmt::format("[{}]:{}", format_address(r.redirect->address), r.redirect->port)
+				       : fmt::format("{}:{}", format_address(r.redirect->address), r.redirect->port));
 	if (r.tls_sni_require)
 		s += " sni-gate";
 	if (r.budget_egress_bytes)

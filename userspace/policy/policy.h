@@ -52,11 +52,11 @@ struct Rule {
 	std::optional<std::string> domain;  // lowercased, without "*." and trailing dot
 	bool wildcard = false;              // "*.domain": names below it, not itself
 	std::optional<UnixTarget> unix_target;
-	std::vector<PortRange> ports;       // empty: every port
-	uint8_t proto_mask = 0;             // al_proto_bit
+	std::vector<PortRange> ports;  // empty: every port
+	uint8_t proto_mask = 0;        // al_proto_bit
 	std::string comment;
-	std::optional<RedirectTarget> redirect;  // action redirect: "to"
-	bool tls_sni_require = false;            // allow: "tls": {"sni": "require"}
+	std::optional<RedirectTarget> redirect;       // action redirect: "to"
+	bool tls_sni_require = false;                 // allow: "tls": {"sni": "require"}
 	std::optional<uint64_t> budget_egress_bytes;  // allow: "budget": {"egress_bytes": N}
 	// The rule needs the proxy (a redirect to the world, the SNI gate)
 	// rather than the kernel alone (a redirect to HOST:PORT is the
@@ -88,7 +88,7 @@ inline constexpr uint8_t kWorldDnsPrefix = 15;
 // The simulated world: where records go, what DNS does, canned answers.
 struct WorldPolicy {
 	std::string records_dir = "/var/log/airlock/world";  // records: DIR/SANDBOX.jsonl
-	uint64_t max_body_bytes = 64 * 1024;  // of each request body, recorded
+	uint64_t max_body_bytes = 64 * 1024;                 // of each request body, recorded
 	// "synthesize": every query of the sandbox, for any name, is answered
 	// by airlock with an address of 198.18.0.0/15 bound to that name, and
 	// none leaves; "resolvers": queries go to the listed resolvers as for
@@ -158,7 +158,7 @@ struct Policy {
 	// family without the socket() syscall, so it is off unless asked for.
 	bool io_uring = false;
 	std::optional<WorldPolicy> world;  // set when some rule redirects to the world
-	std::string source;  // the file it came from
+	std::string source;                // the file it came from
 };
 
 struct PolicyError {

@@ -114,7 +114,8 @@ struct Seen {
 					 ? family_number(j["socket_family"].get<std::string>())
 					 : -1;
 			if (af < 0)
-				notes.emplace_back("a socket of a family airlock has no name for was not turned into a rule");
+				notes.emplace_back(
+					"a socket of a family airlock has no name for was not turned into a rule");
 			else
 				families |= 1ull << af;
 			return;
@@ -124,11 +125,13 @@ struct Seen {
 		if (is_unix_hook(str(j, "hook"))) {
 			auto bytes = unix_bytes(str(j, "dst"));
 			if (str(j, "dst").empty() || !bytes)
-				notes.emplace_back("a unix socket whose address could not be read was not turned into a rule");
+				notes.emplace_back(
+					"a unix socket whose address could not be read was not turned into a rule");
 			else if (bytes->size() > 1 && bytes->back() == '*')
-				notes.emplace_back(fmt::format("unix socket {}: an address ending in '*' reads as a prefix "
-							      "in a rule; write its rule by hand",
-							      str(j, "dst")));
+				notes.emplace_back(
+					fmt::format("unix socket {}: an address ending in '*' reads as a prefix "
+						    "in a rule; write its rule by hand",
+						    str(j, "dst")));
 			else
 				unix_targets.insert(*bytes);
 			return;
@@ -174,24 +177,29 @@ nlohmann::ordered_json rules_for(const Seen& seen)
 	std::set<std::string> named;
 	for (const auto& [key, ports] : seen.by_name) {
 		named.insert(key.first);
-		rules.push_back(ojson{{"action", "allow"}, {"domain", key.first}, {"ports", ports_json(ports)},
-				       {"protocol", key.second}});
+		rules.push_back(ojson{{"action", "allow"},
+				      {"domain", key.first},
+				      {"ports", ports_json(ports)},
+				      {"protocol", key.second}});
 	}
 	for (const auto& n : seen.queried) {
 		if (named.count(n) || n.empty())
 			continue;
 		// Resolved but never connected to: let its queries out and open
 		// nothing (port 53 belongs to the DNS policy, never to a name).
-		rules.push_back(ojson{{"action", "allow"}, {"domain", n}, {"ports", ojson::array({53})},
-				       {"protocol", "udp"},
-				       {"comment", "resolved, never connected to: lets the query out, opens nothing"}});
+		rules.push_back(ojson{{"action", "allow"},
+				      {"domain", n},
+				      {"ports", ojson::array({53})},
+				      {"protocol", "udp"},
+				      {"comment", "resolved, never connected to: lets the query out, opens nothing"}});
 	}
 	for (const auto& [key, ports] : seen.by_addr) {
 		auto a = parse_address(key.first);
-		std::string cidr = a ? format_cidr(Cidr{*a, static_cast<uint8_t>(a->family == AL_FAMILY_IPV4 ? 32 : 128)})
+		std::string cidr = a ? format_cidr(
+					       Cidr{*a, static_cast<uint8_t>(a->family == AL_FAMILY_IPV4 ? 32 : 128)})
 				     : key.first;
-		rules.push_back(
-			ojson{{"action", "allow"}, {"cidr", cidr}, {"ports", ports_json(ports)}, {"protocol", key.second}});
+		rules.push_back(ojson{
+			{"action", "allow"}, {"cidr", cidr}, {"ports", ports_json(ports)}, {"protocol", key.second}});
 	}
 	for (const auto& u : seen.unix_targets)
 		rules.push_back(ojson{{"action", "allow"}, {"unix", u}});
@@ -219,12 +227,12 @@ Suggestion suggest_policy(const std::vector<json>& lines, const SuggestOptions& 
 	dns["types"] = t;
 
 	s.policy = ojson{{"version", 1},
-		    {"name", o.name},
-		    {"description", "Suggested from an audit log: allows what that run used, nothing else."},
-		    {"mode", "enforce"},
-		    {"on_violation", "deny"},
-		    {"rules", rules},
-		    {"dns", dns}};
+			 {"name", o.name},
+			 {"description", "Suggested from an audit log: allows what that run used, nothing else."},
+			 {"mode", "enforce"},
+			 {"on_violation", "deny"},
+			 {"rules", rules},
+			 {"dns", dns}};
 	if (seen.families != kDefaultFamilies)
 		s.policy["families"] = family_names(seen.families);
 	s.flows = seen.flows.size() + seen.unix_targets.size();

@@ -19,8 +19,8 @@ struct SuggestOptions {
 
 struct Suggestion {
 	nlohmann::ordered_json policy;
-	size_t flows = 0;     // distinct destinations (address or name, port, protocol)
-	size_t names = 0;     // distinct names queried
+	size_t flows = 0;                // distinct destinations (address or name, port, protocol)
+	size_t names = 0;                // distinct names queried
 	std::vector<std::string> notes;  // what could not be turned into a rule
 };
 

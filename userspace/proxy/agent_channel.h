@@ -34,8 +34,8 @@ inline constexpr size_t kGateTextBytes = 256;
 
 struct GateRequest {
 	uint32_t type = 0;
-	uint32_t id = 0;        // kGateConnect: echoed in the reply
-	al_origin_key key{};    // the redirected connection (its client's address, as filed)
+	uint32_t id = 0;                   // kGateConnect: echoed in the reply
+	al_origin_key key{};               // the redirected connection (its client's address, as filed)
 	char sni[kGateTextBytes] = {};     // kGateViolation: NUL-terminated
 	char reason[kGateTextBytes] = {};  // kGateViolation: NUL-terminated, cut
 };

@@ -51,7 +51,8 @@ bool host_matches(std::string_view pattern, const std::string& host)
 		return true;
 	if (p.size() > 2 && p.compare(0, 2, "*.") == 0) {
 		std::string_view suffix = std::string_view(p).substr(1);  // ".name"
-		return host.size() > suffix.size() && host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0;
+		return host.size() > suffix.size() &&
+		       host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0;
 	}
 	return host == p;
 }
@@ -79,7 +80,8 @@ const WorldResponse* find_response(const std::vector<WorldResponse>& responses, 
 	std::string name = host_name(host);
 	std::string_view path = target_path(target);
 	for (const auto& r : responses)
-		if (host_matches(r.host, name) && (r.method.empty() || r.method == method) && path_matches(r.path, path))
+		if (host_matches(r.host, name) && (r.method.empty() || r.method == method) &&
+		    path_matches(r.path, path))
 			return &r;
 	return nullptr;
 }

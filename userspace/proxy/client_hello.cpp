@@ -242,8 +242,8 @@ ClientHello parse_client_hello(std::string_view bytes)
 		if (first && (type != kHandshake || major != 3 || minor > 4)) {
 			ClientHello h;
 			h.status = ClientHello::Status::NotTls;
-			h.error = fmt::format("the first bytes ({:02x} {:02x} {:02x}) are not a TLS handshake record", type,
-					      major, minor);
+			h.error = fmt::format("the first bytes ({:02x} {:02x} {:02x}) are not a TLS handshake record",
+					      type, major, minor);
 			return h;
 		}
 		if (type != kHandshake)
@@ -267,7 +267,8 @@ ClientHello parse_client_hello(std::string_view bytes)
 		size_t body = (static_cast<uint8_t>(message[1]) << 16) | (static_cast<uint8_t>(message[2]) << 8) |
 			      static_cast<uint8_t>(message[3]);
 		if (body + 4 > kMaxClientHello)
-			return malformed(fmt::format("a ClientHello of {} bytes (at most {})", body + 4, kMaxClientHello));
+			return malformed(
+				fmt::format("a ClientHello of {} bytes (at most {})", body + 4, kMaxClientHello));
 		if (message.size() < body + 4)
 			continue;
 		if (message.size() > body + 4)
@@ -281,10 +282,14 @@ ClientHello parse_client_hello(std::string_view bytes)
 const char* to_string(ClientHello::Status s)
 {
 	switch (s) {
-	case ClientHello::Status::NeedMore: return "need-more";
-	case ClientHello::Status::NotTls: return "not-tls";
-	case ClientHello::Status::Malformed: return "malformed";
-	case ClientHello::Status::Ok: return "ok";
+	case ClientHello::Status::NeedMore:
+		return "need-more";
+	case ClientHello::Status::NotTls:
+		return "not-tls";
+	case ClientHello::Status::Malformed:
+		return "malformed";
+	case ClientHello::Status::Ok:
+		return "ok";
 	}
 	return "?";
 }

@@ -29,9 +29,9 @@ struct ClientHello {
 		Ok,
 	};
 	Status status = Status::NeedMore;
-	std::string error;       // Malformed, NotTls: what is wrong, one line
-	size_t need = 0;         // NeedMore: the bytes of records to read, when known (0: at least one more)
-	size_t consumed = 0;     // Ok: bytes of the records that hold the ClientHello
+	std::string error;    // Malformed, NotTls: what is wrong, one line
+	size_t need = 0;      // NeedMore: the bytes of records to read, when known (0: at least one more)
+	size_t consumed = 0;  // Ok: bytes of the records that hold the ClientHello
 	uint16_t legacy_version = 0;
 	// The host_name of the server_name extension, lowercased; empty when
 	// the extension is absent (a client that names no server).
@@ -40,8 +40,8 @@ struct ClientHello {
 	// encrypted_client_hello (0xfe0d): the real name is hidden from the
 	// gate, server_name is only the outer, public one.
 	bool encrypted_client_hello = false;
-	std::vector<std::string> alpn;       // application_layer_protocol_negotiation, in order
-	std::vector<uint16_t> extensions;    // every extension type, in order
+	std::vector<std::string> alpn;     // application_layer_protocol_negotiation, in order
+	std::vector<uint16_t> extensions;  // every extension type, in order
 };
 
 // Reads a ClientHello from the start of bytes (what the client sent so far).

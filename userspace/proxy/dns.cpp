@@ -49,8 +49,9 @@ void present_label(std::string& out, std::string_view label)
 std::string lower(std::string_view s)
 {
 	std::string r(s);
-	std::transform(r.begin(), r.end(), r.begin(),
-		       [](unsigned char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : static_cast<char>(c); });
+	std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) {
+		return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : static_cast<char>(c);
+	});
 	return r;
 }
 
@@ -58,7 +59,8 @@ uint32_t world_base()
 {
 	static const uint32_t base = [] {
 		Address a = *parse_address(kWorldDnsNet);
-		return (uint32_t(a.bytes[0]) << 24) | (uint32_t(a.bytes[1]) << 16) | (uint32_t(a.bytes[2]) << 8) | a.bytes[3];
+		return (uint32_t(a.bytes[0]) << 24) | (uint32_t(a.bytes[1]) << 16) | (uint32_t(a.bytes[2]) << 8) |
+		       a.bytes[3];
 	}();
 	return base;
 }
@@ -79,7 +81,8 @@ std::optional<size_t> index_of_address(const Address& a)
 {
 	if (a.family != AL_FAMILY_IPV4)
 		return std::nullopt;
-	uint32_t v = (uint32_t(a.bytes[0]) << 24) | (uint32_t(a.bytes[1]) << 16) | (uint32_t(a.bytes[2]) << 8) | a.bytes[3];
+	uint32_t v = (uint32_t(a.bytes[0]) << 24) | (uint32_t(a.bytes[1]) << 16) | (uint32_t(a.bytes[2]) << 8) |
+		     a.bytes[3];
 	uint32_t base = world_base();
 	if (v <= base || v - base - 1 >= NameTable::kMaxCapacity)
 		return std::nullopt;
@@ -99,7 +102,8 @@ std::optional<Address> reverse_v4(std::string_view name)
 	while (k < 4) {
 		size_t dot = rest.find('.');
 		std::string_view p = rest.substr(0, dot);
-		if (p.empty() || p.size() > 3 || !std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; }))
+		if (p.empty() || p.size() > 3 ||
+		    !std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; }))
 			return std::nullopt;
 		if (p.size() > 1 && p[0] == '0')
 			return std::nullopt;

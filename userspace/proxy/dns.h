@@ -66,8 +66,8 @@ public:
 
 private:
 	size_t capacity_;
-	size_t next_ = 0;                         // the index the next new name takes
-	std::vector<std::string> by_index_;       // address index -> name ("" free)
+	size_t next_ = 0;                                  // the index the next new name takes
+	std::vector<std::string> by_index_;                // address index -> name ("" free)
 	std::unordered_map<std::string, size_t> by_name_;  // lowercase name -> index
 };
 

@@ -25,7 +25,7 @@ constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 }  // namespace
 
 WorldImpl::WorldImpl(net::io_context& io, WorldOptions o, OriginLookup lookup)
-	: io_(io), o_(std::move(o)), lookup_(std::move(lookup)), records_(o_.records_fd, o_.max_records_bytes, o_.sandbox)
+    : io_(io), o_(std::move(o)), lookup_(std::move(lookup)), records_(o_.records_fd, o_.max_records_bytes, o_.sandbox)
 {
 	o_.records_fd = -1;  // the writer's
 	if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0)
@@ -113,7 +113,8 @@ void WorldImpl::on_datagram(size_t i, size_t n)
 	bytes_in_ += n;
 	std::optional<Origin> origin;
 	try {
-		origin = o_.datagram_origin(d.socket.native_handle(), d.from.data(), static_cast<socklen_t>(d.from.size()));
+		origin = o_.datagram_origin(d.socket.native_handle(), d.from.data(),
+					    static_cast<socklen_t>(d.from.size()));
 	} catch (const std::exception& e) {
 		spdlog::warn("world recorder of {}: origin lookup: {}", o_.sandbox, e.what());
 	}
@@ -285,7 +286,7 @@ WorldStats WorldImpl::stats() const
 }
 
 WorldRecorder::WorldRecorder(net::io_context& io, WorldOptions o, OriginLookup lookup)
-	: impl_(std::make_shared<WorldImpl>(io, std::move(o), std::move(lookup)))
+    : impl_(std::make_shared<WorldImpl>(io, std::move(o), std::move(lookup)))
 {
 }
 

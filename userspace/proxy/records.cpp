@@ -255,9 +255,9 @@ std::string records_full_line(const std::string& sandbox, uint64_t max_records_b
 }
 
 RecordsWriter::RecordsWriter(int fd, uint64_t max_bytes, std::string sandbox)
-	: fd_(fd), max_bytes_(max_bytes), sandbox_(std::move(sandbox))
+    : fd_(fd), max_bytes_(max_bytes), sandbox_(std::move(sandbox))
 {
-	struct stat st{};
+	struct stat st {};
 	if (fd_.valid() && ::fstat(fd_.get(), &st) == 0)
 		size_ = static_cast<uint64_t>(st.st_size);
 	// Its time is always 24 characters: this is its length whenever it is written.

@@ -35,16 +35,16 @@ struct Origin {
 // One HTTP request as the recorder read it.
 struct HttpRecord {
 	std::chrono::system_clock::time_point time;  // its first byte was read (the accept, for a connection's first)
-	bool tls = false;  // it came inside a TLS connection the recorder ended
-	std::string sni;   // that connection's server_name, "" none
+	bool tls = false;                            // it came inside a TLS connection the recorder ended
+	std::string sni;                             // that connection's server_name, "" none
 	std::string method;
 	std::string host;  // the Host header as sent, "" if none
 	std::string path;  // the request target as sent
 	// As sent, in order; a name repeated (in any case) is one entry, its
 	// values joined with ", " under the first spelling.
 	std::vector<std::pair<std::string, std::string>> headers;
-	std::string body;          // its first max_body_bytes bytes (decoded from chunks)
-	uint64_t body_bytes = 0;   // every body byte it sent
+	std::string body;         // its first max_body_bytes bytes (decoded from chunks)
+	uint64_t body_bytes = 0;  // every body byte it sent
 	bool body_truncated = false;
 	unsigned status = 0;  // what the recorder answered; 0: nothing (the client went before its request was whole)
 	uint64_t duration_ms = 0;
@@ -60,7 +60,7 @@ struct TcpRecord {
 	bool decrypted = false;
 	std::string tls_error;
 	uint64_t bytes_in = 0;
-	std::string head;  // the first bytes, at most kHeadBytes
+	std::string head;        // the first bytes, at most kHeadBytes
 	bool truncated = false;  // the connection reached max_connection_bytes
 	uint64_t duration_ms = 0;
 };
@@ -76,11 +76,11 @@ struct UdpRecord {
 struct DnsRecord {
 	std::chrono::system_clock::time_point time;  // received
 	uint64_t bytes_in = 0;
-	std::string query;  // the question's name, presentation form, "" none read
-	std::string qtype;  // "A", "AAAA", ..., "" none read
-	std::string rcode;  // what was answered: "NOERROR", "NXDOMAIN", ...; "" nothing (not a query)
-	std::string answer; // the address (or, for PTR, the name) answered, "" none
-	std::string head;   // the first bytes (at most kHeadBytes) of what was not a query, or a malformed one
+	std::string query;   // the question's name, presentation form, "" none read
+	std::string qtype;   // "A", "AAAA", ..., "" none read
+	std::string rcode;   // what was answered: "NOERROR", "NXDOMAIN", ...; "" nothing (not a query)
+	std::string answer;  // the address (or, for PTR, the name) answered, "" none
+	std::string head;    // the first bytes (at most kHeadBytes) of what was not a query, or a malformed one
 };
 
 // A connection the SNI gate read: passed (its bytes spliced to the
@@ -88,11 +88,11 @@ struct DnsRecord {
 struct SniRecord {
 	std::chrono::system_clock::time_point time;  // accepted
 	bool passed = false;
-	std::string sni;     // the ClientHello's server_name, "" none read
-	std::string reason;  // denied: why, one line; passed: ""
+	std::string sni;             // the ClientHello's server_name, "" none read
+	std::string reason;          // denied: why, one line; passed: ""
 	std::string upstream_error;  // passed the gate, but the destination could not be reached: why
-	uint64_t bytes_out = 0;  // sent on to the destination (the ClientHello included)
-	uint64_t bytes_back = 0; // the destination's answer, passed back
+	uint64_t bytes_out = 0;      // sent on to the destination (the ClientHello included)
+	uint64_t bytes_back = 0;     // the destination's answer, passed back
 	uint64_t duration_ms = 0;
 };
 

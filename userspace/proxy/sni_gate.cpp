@@ -40,8 +40,8 @@ class SniGate : public GateConnection, public std::enable_shared_from_this<SniGa
 public:
 	SniGate(net::io_context& io, tcp::socket s, Origin origin, GateRule rule, std::shared_ptr<Gate> gate,
 		std::shared_ptr<GateHost> host, std::chrono::milliseconds idle_timeout)
-		: io_(io), gate_(std::move(gate)), host_(std::move(host)), idle_timeout_(idle_timeout),
-		  client_(std::move(s)), upstream_(io), timer_(io), origin_(std::move(origin)), rule_(std::move(rule))
+	    : io_(io), gate_(std::move(gate)), host_(std::move(host)), idle_timeout_(idle_timeout),
+	      client_(std::move(s)), upstream_(io), timer_(io), origin_(std::move(origin)), rule_(std::move(rule))
 	{
 	}
 
@@ -54,7 +54,8 @@ public:
 		timer_.expires_after(idle_timeout_);
 		timer_.async_wait([self = shared_from_this()](const error_code& ec) {
 			if (!ec && !self->passed_)
-				self->end_before_splice("the ClientHello or the destination took longer than the idle timeout");
+				self->end_before_splice(
+					"the ClientHello or the destination took longer than the idle timeout");
 		});
 		read_hello();
 	}
@@ -70,7 +71,8 @@ private:
 	{
 		size_t have = hello_.size();
 		if (have >= kMaxHelloBytes)
-			return deny("", fmt::format("the ClientHello is spread over more than {} bytes", kMaxHelloBytes));
+			return deny("",
+				    fmt::format("the ClientHello is spread over more than {} bytes", kMaxHelloBytes));
 		hello_.resize(std::min(have + kReadChunk, kMaxHelloBytes));
 		client_.async_read_some(net::buffer(hello_.data() + have, hello_.size() - have),
 					[self = shared_from_this(), have](const error_code& ec, size_t n) {
@@ -86,10 +88,11 @@ private:
 		ClientHello h = parse_client_hello(hello_);
 		if (h.status == ClientHello::Status::NeedMore) {
 			if (ec)
-				return deny("", hello_.empty() ? "the connection sent nothing"
-							       : fmt::format("the connection ended within its first {} bytes, "
-									     "before a whole ClientHello",
-									     hello_.size()));
+				return deny("", hello_.empty()
+							? "the connection sent nothing"
+							: fmt::format("the connection ended within its first {} bytes, "
+								      "before a whole ClientHello",
+								      hello_.size()));
 			return read_hello();
 		}
 		if (h.status != ClientHello::Status::Ok)
@@ -98,9 +101,8 @@ private:
 		if (std::string why = judge_client_hello(h, rule_, origin_, *gate_); !why.empty())
 			return deny(h.server_name, why);
 		asked_ = true;
-		gate_->connect(client_.native_handle(), origin_, [self = shared_from_this()](int fd, int err) {
-			self->on_upstream(fd, err);
-		});
+		gate_->connect(client_.native_handle(), origin_,
+			       [self = shared_from_this()](int fd, int err) { self->on_upstream(fd, err); });
 	}
 
 	void deny(const std::string& sni, const std::string& why)
@@ -140,9 +142,8 @@ private:
 			::close(fd);
 			return end_before_splice(ec.message());
 		}
-		upstream_.async_wait(tcp::socket::wait_write, [self = shared_from_this()](const error_code& e) {
-			self->on_connected(e);
-		});
+		upstream_.async_wait(tcp::socket::wait_write,
+				     [self = shared_from_this()](const error_code& e) { self->on_connected(e); });
 	}
 
 	void on_connected(const error_code& ec)
@@ -302,17 +303,17 @@ private:
 	{
 		if (w.buf.size() < kReadChunk)
 			w.buf.resize(kReadChunk);
-		from.async_read_some(net::buffer(w.buf.data(), kReadChunk),
-				     [self = shared_from_this(), &w, &from, &to, &count](const error_code& ec, size_t n) {
-					     if (self->done_)
-						     return;
-					     if (ec) {
-						     self->half_close(w, to);
-						     return;
-					     }
-					     w.len = n;
-					     self->send(w, from, to, count);
-				     });
+		from.async_read_some(net::buffer(w.buf.data(), kReadChunk), [self = shared_from_this(), &w, &from, &to,
+									     &count](const error_code& ec, size_t n) {
+			if (self->done_)
+				return;
+			if (ec) {
+				self->half_close(w, to);
+				return;
+			}
+			w.len = n;
+			self->send(w, from, to, count);
+		});
 	}
 
 	void send(Way& w, tcp::socket& from, tcp::socket& to, uint64_t& count)

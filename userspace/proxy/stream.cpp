@@ -40,7 +40,7 @@ public:
 	enum class End { Eof, Error, Idle, Limit, ClientHello, Answered, Stop };
 
 	Connection(std::shared_ptr<WorldImpl> w, tcp::socket s, Origin origin)
-		: w_(std::move(w)), o_(w_->options()), socket_(std::move(s)), timer_(w_->io()), origin_(std::move(origin))
+	    : w_(std::move(w)), o_(w_->options()), socket_(std::move(s)), timer_(w_->io()), origin_(std::move(origin))
 	{
 	}
 
@@ -119,7 +119,8 @@ private:
 				return await_body();
 			if (ec && !parser_->is_header_done())
 				return enter_tcp(true);  // the parser consumed nothing of a header it rejects
-			if (parser_->is_header_done() && parser_->get().version() != 10 && parser_->get().version() != 11)
+			if (parser_->is_header_done() && parser_->get().version() != 10 &&
+			    parser_->get().version() != 11)
 				return enter_tcp(false);
 			if (ec)
 				return answer(400, "airlock world: bad request\n", false);  // a body it cannot frame
@@ -163,10 +164,13 @@ private:
 			return;
 		if (conn_bytes_ >= o_.max_connection_bytes)
 			return finish(End::Limit);
-		size_t want = static_cast<size_t>(std::min<uint64_t>(kReadChunk, o_.max_connection_bytes - conn_bytes_));
+		size_t want = static_cast<size_t>(
+			std::min<uint64_t>(kReadChunk, o_.max_connection_bytes - conn_bytes_));
 		arm();
 		socket_.async_read_some(net::buffer(chunk_.data(), want),
-					[self = shared_from_this()](const error_code& ec, size_t n) { self->on_read(ec, n); });
+					[self = shared_from_this()](const error_code& ec, size_t n) {
+						self->on_read(ec, n);
+					});
 	}
 
 	void on_read(const error_code& ec, size_t n)
@@ -202,7 +206,8 @@ private:
 			tcp_.bytes_in += n;
 			take_head(tcp_.head, got);
 			if (hello_pending_) {
-				hello_.append(got.substr(0, kMaxClientHello - std::min(hello_.size(), kMaxClientHello)));
+				hello_.append(
+					got.substr(0, kMaxClientHello - std::min(hello_.size(), kMaxClientHello)));
 				if (check_hello())
 					return;
 			}
@@ -319,7 +324,8 @@ private:
 		int err = SSL_get_error(tls_.get(), r);
 		if (err == SSL_ERROR_WANT_READ && !ec)
 			return flush_tls([self = shared_from_this()] { self->read(); });
-		tcp_.tls_error = err == SSL_ERROR_WANT_READ ? "the client closed during the handshake" : openssl_error();
+		tcp_.tls_error = err == SSL_ERROR_WANT_READ ? "the client closed during the handshake"
+							    : openssl_error();
 		if (tcp_.tls_error.empty())
 			tcp_.tls_error = fmt::format("handshake error {}", err);
 		// The alert, if any, then the end.
@@ -425,7 +431,8 @@ private:
 		const auto& req = parser_->get();
 		if (status < 200)
 			keep_alive = false;  // an interim answer and nothing after it: the client must not wait
-		out_ = format_response(status, body, keep_alive, req.version(), req.method() == http::verb::head, headers);
+		out_ = format_response(status, body, keep_alive, req.version(), req.method() == http::verb::head,
+				       headers);
 		state_ = State::Responding;
 		arm();
 		net::async_write(socket_, wire_out(),

@@ -70,7 +70,7 @@ X509Ptr new_cert(EVP_PKEY* key, const std::string& cn, X509* issuer, long second
 	BN_free(bn);
 	X509_NAME* name = X509_get_subject_name(c.get());
 	ok = ok && X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
-					       reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
+					      reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
 	ok = ok && X509_set_issuer_name(c.get(), issuer ? X509_get_subject_name(issuer) : name);
 	if (!ok)
 		ssl_fail("make a certificate");
@@ -89,8 +89,7 @@ std::string pem_of(X509* c)
 
 // ALPN: http/1.1 when offered; otherwise none (the client speaks what it
 // would without ALPN). Never h2: the recorder reads HTTP/1.x.
-int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned inlen,
-		void*)
+int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned inlen, void*)
 {
 	static const unsigned char http11[] = "http/1.1";
 	for (unsigned i = 0; i < inlen;) {
@@ -149,8 +148,8 @@ WorldCa make_world_ca(const std::string& sandbox, int days)
 std::vector<std::string> ca_environment(const std::string& path)
 {
 	std::vector<std::string> env;
-	for (const char* v : {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-			      "GIT_SSL_CAINFO"})
+	for (const char* v :
+	     {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO"})
 		env.push_back(std::string(v) + "=" + path);
 	return env;
 }

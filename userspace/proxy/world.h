@@ -57,9 +57,10 @@ struct WorldOptions {
 	std::vector<int> listen_fds;  // listening TCP sockets (IPv4 and/or IPv6), bound and listening; owned from here
 	std::vector<int> udp_fds;     // bound UDP sockets taking redirected datagrams; owned from here
 	DatagramOriginLookup datagram_origin;  // needed with udp_fds
-	int records_fd = -1;          // opened O_WRONLY|O_APPEND by the caller; owned from here
-	uint64_t max_records_bytes = 64ull << 20;  // the file never grows past this: records beyond are dropped, never cut
-	WorldPolicy world;                         // max_body_bytes, responses (fixtures)
+	int records_fd = -1;                   // opened O_WRONLY|O_APPEND by the caller; owned from here
+	uint64_t max_records_bytes = 64ull
+				     << 20;  // the file never grows past this: records beyond are dropped, never cut
+	WorldPolicy world;                   // max_body_bytes, responses (fixtures)
 	// Ends TLS connections with the world's CA (what they carry is then
 	// recorded as any connection); null: a ClientHello is recorded and the
 	// connection closed.
@@ -67,9 +68,10 @@ struct WorldOptions {
 	// The SNI gate; null: no rule is gated (an origin of a gated rule is
 	// then closed as unknown).
 	std::shared_ptr<Gate> gate;
-	size_t max_connections = 256;              // open at once; more are accepted and closed at once, counted
-	std::chrono::milliseconds idle_timeout{30000};  // silent this long (or not reading our answer): closed, recorded
-	uint64_t max_connection_bytes = 16ull << 20;    // read of one connection, then it is closed (recorded truncated)
+	size_t max_connections = 256;  // open at once; more are accepted and closed at once, counted
+	std::chrono::milliseconds idle_timeout{
+		30000};                               // silent this long (or not reading our answer): closed, recorded
+	uint64_t max_connection_bytes = 16ull << 20;  // read of one connection, then it is closed (recorded truncated)
 };
 
 class WorldImpl;

@@ -33,18 +33,12 @@ struct StatsField {
 };
 
 inline constexpr StatsField kStatsFields[] = {
-	{"connections", &WorldStats::connections},
-	{"unknown", &WorldStats::unknown},
-	{"refused_busy", &WorldStats::refused_busy},
-	{"http_requests", &WorldStats::http_requests},
-	{"tcp_streams", &WorldStats::tcp_streams},
-	{"datagrams", &WorldStats::datagrams},
-	{"dns_queries", &WorldStats::dns_queries},
-	{"records_written", &WorldStats::records_written},
-	{"records_dropped", &WorldStats::records_dropped},
-	{"bytes_in", &WorldStats::bytes_in},
-	{"sni_passed", &WorldStats::sni_passed},
-	{"sni_denied", &WorldStats::sni_denied},
+	{"connections", &WorldStats::connections},         {"unknown", &WorldStats::unknown},
+	{"refused_busy", &WorldStats::refused_busy},       {"http_requests", &WorldStats::http_requests},
+	{"tcp_streams", &WorldStats::tcp_streams},         {"datagrams", &WorldStats::datagrams},
+	{"dns_queries", &WorldStats::dns_queries},         {"records_written", &WorldStats::records_written},
+	{"records_dropped", &WorldStats::records_dropped}, {"bytes_in", &WorldStats::bytes_in},
+	{"sni_passed", &WorldStats::sni_passed},           {"sni_denied", &WorldStats::sni_denied},
 };
 
 // What the agent writes down: the counts, over every start of the proxy,

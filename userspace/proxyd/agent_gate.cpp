@@ -79,12 +79,13 @@ void AgentGate::post(std::function<void(int, int)> done, int fd, int err)
 
 void AgentGate::wait()
 {
-	channel_.async_wait(boost::asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
-		if (ec)
-			return;
-		if (receive())
-			wait();
-	});
+	channel_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+			    [this](const boost::system::error_code& ec) {
+				    if (ec)
+					    return;
+				    if (receive())
+					    wait();
+			    });
 }
 
 // Every reply waiting; false once the agent is gone (each pending
@@ -105,7 +106,8 @@ bool AgentGate::receive()
 			return true;
 		int fd = -1;
 		for (struct cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+			    c->cmsg_len == CMSG_LEN(sizeof(int)))
 				std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
 		if (n <= 0) {
 			spdlog::error("SNI gate: the channel to the agent is closed");

@@ -72,9 +72,12 @@ std::optional<Rejection> store(ProxyArgs& a, const Option& o, const std::string&
 
 std::vector<std::string> ProxyArgs::to_argv() const
 {
-	std::vector<std::string> out = {"--sandbox", sandbox, "--slot", std::to_string(slot), "--policy", policy_file,
-					"--user", user, "--records-fd", std::to_string(records_fd), "--origin-fd",
-					std::to_string(origin_fd)};
+	std::vector<std::string> out = {"--sandbox",    sandbox,
+					"--slot",       std::to_string(slot),
+					"--policy",     policy_file,
+					"--user",       user,
+					"--records-fd", std::to_string(records_fd),
+					"--origin-fd",  std::to_string(origin_fd)};
 	auto put = [&](const char* name, int fd) {
 		if (fd < 0)
 			return;

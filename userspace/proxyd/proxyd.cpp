@@ -30,7 +30,7 @@ namespace {
 
 void check_fd(int fd, const char* what, bool socket)
 {
-	struct stat st{};
+	struct stat st {};
 	if (fd < 0 || ::fstat(fd, &st) != 0)
 		fail("{}: descriptor {} is not open", what, fd);
 	if (socket != S_ISSOCK(st.st_mode))

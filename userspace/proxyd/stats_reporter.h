@@ -13,7 +13,7 @@ namespace airlock::proxyd {
 class StatsReporter {
 public:
 	StatsReporter(boost::asio::io_context& io, const proxy::WorldRecorder& recorder, int control_fd)
-		: timer_(io), recorder_(recorder), fd_(control_fd)
+	    : timer_(io), recorder_(recorder), fd_(control_fd)
 	{
 	}
 

@@ -111,8 +111,14 @@ std::optional<Events> events(const std::string& path)
 	return parse_events(*content);
 }
 
-void freeze(const std::string& path) { write_control(path + "/cgroup.freeze", "1"); }
-void kill(const std::string& path) { write_control(path + "/cgroup.kill", "1"); }
+void freeze(const std::string& path)
+{
+	write_control(path + "/cgroup.freeze", "1");
+}
+void kill(const std::string& path)
+{
+	write_control(path + "/cgroup.kill", "1");
+}
 
 namespace {
 
@@ -227,8 +233,8 @@ bool wait_events(const std::string& path, Pred done, std::chrono::milliseconds t
 		// Read through the same fd: kernfs re-arms the notification on read.
 		if (done(read_events(fd)))
 			return true;
-		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-			deadline - std::chrono::steady_clock::now());
+		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+										  std::chrono::steady_clock::now());
 		if (left.count() <= 0)
 			return false;
 		// The kernel rate-limits cgroup.events notifications (10 ms apart):
@@ -257,9 +263,15 @@ bool wait_frozen(const std::string& path, bool frozen, std::chrono::milliseconds
 		timeout);
 }
 
-bool settled_frozen(const std::optional<Events>& e) { return e && (e->frozen || !e->populated); }
+bool settled_frozen(const std::optional<Events>& e)
+{
+	return e && (e->frozen || !e->populated);
+}
 
-bool settled_empty(const std::optional<Events>& e) { return !e || !e->populated; }
+bool settled_empty(const std::optional<Events>& e)
+{
+	return !e || !e->populated;
+}
 
 bool wait_empty(const std::string& path, std::chrono::milliseconds timeout)
 {

@@ -74,18 +74,25 @@ struct ChildError {
 const char* stage_name(int s)
 {
 	switch (s) {
-	case kJoin: return "joining the cgroup";
-	case kMounts: return "making its mounts";
-	case kFork: return "starting the command under airlock's init";
-	case kLandlock: return "Landlock";
-	case kSeccomp: return "the seccomp filter";
-	case kIdentity: return "taking the --user identity";
-	default: return "exec";
+	case kJoin:
+		return "joining the cgroup";
+	case kMounts:
+		return "making its mounts";
+	case kFork:
+		return "starting the command under airlock's init";
+	case kLandlock:
+		return "Landlock";
+	case kSeccomp:
+		return "the seccomp filter";
+	case kIdentity:
+		return "taking the --user identity";
+	default:
+		return "exec";
 	}
 }
 
 struct HostMounts {
-	std::vector<std::string> detach;  // mount points of cgroup, cgroup2, bpf and proc mounts
+	std::vector<std::string> detach;   // mount points of cgroup, cgroup2, bpf and proc mounts
 	std::vector<std::string> cgroup2;  // mount points of cgroup2, once each
 };
 
@@ -125,7 +132,8 @@ std::vector<sock_filter> compile_seccomp(uint64_t families, bool io_uring)
 			if (af == AF_NETLINK && (families & (1ull << kNetlinkRouteBit)))
 				// Every netlink protocol but NETLINK_ROUTE (0).
 				f.add(SCMP_ACT_ERRNO(EPERM), sys,
-				      {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, af), SCMP_A2(SCMP_CMP_NE, 0)}, "socket rule");
+				      {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, af), SCMP_A2(SCMP_CMP_NE, 0)},
+				      "socket rule");
 			else
 				f.add(SCMP_ACT_ERRNO(EPERM), sys, {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, af)},
 				      "socket rule");
@@ -188,8 +196,12 @@ int make_mounts(const std::vector<const char*>& detach, const std::vector<const 
 		if (::statvfs(d, &v) != 0 || ::mount(d, d, nullptr, MS_BIND | MS_REC, nullptr) != 0)
 			return errno;
 		unsigned long keep = 0;
-		for (auto [st, ms] : {std::pair{ST_RDONLY, MS_RDONLY}, {ST_NOSUID, MS_NOSUID}, {ST_NODEV, MS_NODEV},
-				      {ST_NOEXEC, MS_NOEXEC}, {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME},
+		for (auto [st, ms] : {std::pair{ST_RDONLY, MS_RDONLY},
+				      {ST_NOSUID, MS_NOSUID},
+				      {ST_NODEV, MS_NODEV},
+				      {ST_NOEXEC, MS_NOEXEC},
+				      {ST_NOATIME, MS_NOATIME},
+				      {ST_NODIRATIME, MS_NODIRATIME},
 				      {ST_RELATIME, MS_RELATIME}})
 			if (v.f_flag & st)
 				keep |= ms;
@@ -346,10 +358,10 @@ std::vector<std::string> unix_prefix_dirs(const Policy& p)
 		// "/run/agent/" and "/run/agent/x-" are both under /run/agent.
 		const std::string& b = r.unix_target->bytes;
 		size_t slash = b.rfind('/');
-		std::string dir = slash == 0 || slash == std::string::npos ? std::string("/") : std::string(b.data(), slash);
+		std::string dir = slash == 0 || slash == std::string::npos ? std::string("/")
+									   : std::string(b.data(), slash);
 		std::error_code ec;
-		if (std::filesystem::is_directory(dir, ec) &&
-		    std::find(out.begin(), out.end(), dir) == out.end())
+		if (std::filesystem::is_directory(dir, ec) && std::find(out.begin(), out.end(), dir) == out.end())
 			out.push_back(dir);
 	}
 	return out;
@@ -402,9 +414,10 @@ uint64_t landlock_scopes(const LaunchOptions& o, int abi)
 	if (wanted) {
 		static bool warned = false;
 		if (!warned)
-			spdlog::warn("this kernel has Landlock ABI {} (scoping needs 6, Linux 6.12): abstract unix sockets "
-				     "and signals outside the sandbox are not scoped",
-				     abi);
+			spdlog::warn(
+				"this kernel has Landlock ABI {} (scoping needs 6, Linux 6.12): abstract unix sockets "
+				"and signals outside the sandbox are not scoped",
+				abi);
 		warned = true;
 	}
 	return 0;
@@ -553,7 +566,8 @@ Launched launch(const LaunchOptions& o)
 		else if (err.stage == kJoin)
 			spdlog::error("cannot join cgroup {}: {}", o.cgroup, std::strerror(err.err));
 		else
-			spdlog::error("cannot start {}: {}: {}", o.command[0], stage_name(err.stage), std::strerror(err.err));
+			spdlog::error("cannot start {}: {}: {}", o.command[0], stage_name(err.stage),
+				      std::strerror(err.err));
 	}
 	return out;
 }

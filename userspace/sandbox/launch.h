@@ -57,13 +57,13 @@ LaunchOptions launch_options(const Policy& p);
 
 // What the command got, for the audit log and status.
 struct Confinement {
-	bool namespaces = false;  // private mount namespace and PID namespace
+	bool namespaces = false;                 // private mount namespace and PID namespace
 	std::vector<std::string> cgroup_mounts;  // cgroup2 mounted afresh here
 	std::vector<std::string> detached;       // host mounts the command cannot see
 	std::vector<std::string> nosymfollow;    // directories mounted nosymfollow
 	uint64_t families = 0;
 	bool io_uring = false;
-	int landlock_abi = 0;         // of the running kernel; 0: none
+	int landlock_abi = 0;          // of the running kernel; 0: none
 	uint64_t landlock_scoped = 0;  // the scopes applied
 	nlohmann::json to_json() const;
 };

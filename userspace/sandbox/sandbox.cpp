@@ -47,13 +47,16 @@ void end_sockets(const kernel::Kernel& k, const SandboxRecord& r, const std::vec
 			if (e.ended)
 				spdlog::info("{}: {} TCP socket(s) of its cgroup ended{}", r.name, e.ended, where);
 			if (e.error || e.left)
-				spdlog::warn("{}: {} TCP socket(s) of its cgroup left{} ({}): bytes they hold may leave once its "
-					     "programs are detached",
-					     r.name, e.left, where, e.error ? std::strerror(e.error) : "still there after three passes");
+				spdlog::warn(
+					"{}: {} TCP socket(s) of its cgroup left{} ({}): bytes they hold may leave once its "
+					"programs are detached",
+					r.name, e.left, where,
+					e.error ? std::strerror(e.error) : "still there after three passes");
 		} catch (const std::exception& ex) {
-			spdlog::warn("{}: its TCP sockets{} were not ended ({}): bytes they hold may leave once its programs "
-				     "are detached",
-				     r.name, where, ex.what());
+			spdlog::warn(
+				"{}: its TCP sockets{} were not ended ({}): bytes they hold may leave once its programs "
+				"are detached",
+				r.name, where, ex.what());
 		}
 	}
 }
@@ -198,9 +201,10 @@ SandboxRecord create_sandbox(kernel::Kernel& k, const Paths& paths, const Create
 					 links + "/" + kernel::kProgs[p].name);
 		copy_policy(paths, o.name, 0, o.policy_file);
 		if (!k.has_prog(kernel::ConnectUnix))
-			spdlog::warn("{}: this kernel has no cgroup unix-socket hooks (Linux 6.7+): connects and datagrams "
-				     "to unix sockets outside the sandbox are not decided (docs/security.md)",
-				     o.name);
+			spdlog::warn(
+				"{}: this kernel has no cgroup unix-socket hooks (Linux 6.7+): connects and datagrams "
+				"to unix sockets outside the sandbox are not decided (docs/security.md)",
+				o.name);
 	} catch (...) {
 		try {
 			destroy_sandbox(k, paths, r);
@@ -264,9 +268,10 @@ std::vector<Fd> network_namespaces(const Paths& paths, const SandboxRecord& r)
 			add(e.path().string() + "/ns/net");
 	}
 	if (out.size() >= kMax)
-		spdlog::warn("more than {} network namespaces on this host: a sandbox's sockets are looked for in the first {} "
-			     "(its own processes' first)",
-			     kMax, kMax);
+		spdlog::warn(
+			"more than {} network namespaces on this host: a sandbox's sockets are looked for in the first {} "
+			"(its own processes' first)",
+			kMax, kMax);
 	return out;
 }
 

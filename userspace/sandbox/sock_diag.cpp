@@ -47,7 +47,8 @@ uint64_t stored_value(const rtattr* storages)
 			continue;
 		int in = static_cast<int>(RTA_PAYLOAD(st));
 		for (auto* a = static_cast<const rtattr*>(RTA_DATA(st)); RTA_OK(a, in); a = RTA_NEXT(a, in))
-			if ((a->rta_type & NLA_TYPE_MASK) == SK_DIAG_BPF_STORAGE_MAP_VALUE && RTA_PAYLOAD(a) >= sizeof(v))
+			if ((a->rta_type & NLA_TYPE_MASK) == SK_DIAG_BPF_STORAGE_MAP_VALUE &&
+			    RTA_PAYLOAD(a) >= sizeof(v))
 				std::memcpy(&v, RTA_DATA(a), sizeof(v));
 	}
 	return v;

@@ -21,8 +21,8 @@ enum TcpState : uint8_t {
 };
 
 struct TcpSocket {
-	uint8_t family = 0;  // AF_INET or AF_INET6
-	uint8_t state = 0;   // a TcpState
+	uint8_t family = 0;     // AF_INET or AF_INET6
+	uint8_t state = 0;      // a TcpState
 	inet_diag_sockid id{};  // addresses, ports, interface and cookie
 	uint64_t cgroup = 0;    // the id of its cgroup (v2)
 	bool v6only = false;
@@ -40,8 +40,7 @@ Fd sock_diag_socket(const Fd& netns);
 // socket; with each its value in the socket-storage map storage_map (a
 // descriptor, -1: none). Throws, naming what, when the kernel does not
 // answer the dump (inet_diag is a module some kernels have not loaded).
-std::vector<TcpSocket> tcp_sockets(const Fd& diag, int family, uint32_t states, uint16_t sport,
-				   int storage_map = -1);
+std::vector<TcpSocket> tcp_sockets(const Fd& diag, int family, uint32_t states, uint16_t sport, int storage_map = -1);
 
 // Ends the socket: it sends a reset if its state calls for one, and its
 // queues are dropped. 0, or the kernel's errno (ENOENT: gone already;

@@ -23,13 +23,24 @@ namespace {
 
 json to_json(const SandboxRecord& r)
 {
-	return json{{"name", r.name},           {"cgroup", r.cgroup},       {"cgroup_id", r.cgroup_id},
-		    {"level", r.level},         {"slot", r.slot},           {"bank", r.bank},
-		    {"policy_file", r.policy_file}, {"policy_name", r.policy_name}, {"runner_pid", r.runner_pid},
-		    {"runner_start", r.runner_start}, {"audit_log", r.audit_log}, {"log_allowed", r.log_allowed},
-		    {"created", r.created},     {"attached", r.attached},
-		    {"managed", r.managed},     {"abstract_scoped", r.abstract_scoped},
-		    {"audit_max_bytes", r.audit_bound.max()}, {"audit_keep", r.audit_bound.kept()}};
+	return json{{"name", r.name},
+		    {"cgroup", r.cgroup},
+		    {"cgroup_id", r.cgroup_id},
+		    {"level", r.level},
+		    {"slot", r.slot},
+		    {"bank", r.bank},
+		    {"policy_file", r.policy_file},
+		    {"policy_name", r.policy_name},
+		    {"runner_pid", r.runner_pid},
+		    {"runner_start", r.runner_start},
+		    {"audit_log", r.audit_log},
+		    {"log_allowed", r.log_allowed},
+		    {"created", r.created},
+		    {"attached", r.attached},
+		    {"managed", r.managed},
+		    {"abstract_scoped", r.abstract_scoped},
+		    {"audit_max_bytes", r.audit_bound.max()},
+		    {"audit_keep", r.audit_bound.kept()}};
 }
 
 SandboxRecord from_json(const json& j)
@@ -82,7 +93,8 @@ std::vector<SandboxRecord> load_records(const Paths& p)
 	std::error_code ec;
 	for (const auto& ent : fs::directory_iterator(p.state_dir + "/sandboxes", ec)) {
 		std::string file = ent.path().filename();
-		if (file.size() <= 5 || file.substr(file.size() - 5) != ".json" || file.find(".policy.") != std::string::npos)
+		if (file.size() <= 5 || file.substr(file.size() - 5) != ".json" ||
+		    file.find(".policy.") != std::string::npos)
 			continue;
 		if (auto r = load_record(p, file.substr(0, file.size() - 5)))
 			out.push_back(*r);
@@ -142,7 +154,8 @@ bool valid_sandbox_name(const std::string& name)
 
 std::string not_a_sandbox_name(const std::string& name)
 {
-	return "'" + printable(name) + "' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)";
+	return "'" + printable(name) +
+	       "' is not a sandbox name (1-63 of A-Z a-z 0-9 . _ -, starting with a letter or digit)";
 }
 
 }  // namespace airlock

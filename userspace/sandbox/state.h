@@ -51,7 +51,7 @@ struct SandboxRecord {
 	std::string audit_log;
 	AuditBound audit_bound;  // every writer of the log rotates it by this
 	bool log_allowed = false;
-	std::string created;  // RFC 3339
+	std::string created;    // RFC 3339
 	bool attached = false;  // an existing cgroup: airlock neither kills its processes nor removes it
 	// Made through the daemon (`airlock sandbox create`, or `airlock run`
 	// while a daemon runs): the daemon supervises it even while a runner
@@ -65,7 +65,10 @@ struct SandboxRecord {
 
 // The kernel policy id of a slot's bank: two per slot, so a reload writes
 // the idle one while the live one keeps deciding.
-inline uint32_t policy_id_of(uint32_t slot, unsigned bank) { return slot * 2 + bank + 1; }
+inline uint32_t policy_id_of(uint32_t slot, unsigned bank)
+{
+	return slot * 2 + bank + 1;
+}
 
 void save_record(const Paths&, const SandboxRecord&);
 std::optional<SandboxRecord> load_record(const Paths&, const std::string& name);

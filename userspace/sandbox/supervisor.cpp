@@ -128,16 +128,17 @@ void Supervisor::summarize_suppressed(bool final)
 				continue;
 			}
 			bool allowed = reason_allows(r);
-			audit_.write(rec_.name, json{{"event", "suppressed"},
-						   {"hook", hook_name(h)},
-						   {"reason", reason_name(r)},
-						   {"verdict", verdict_name(allowed                      ? AL_VERDICT_ALLOW
-									    : policy_.mode == Mode::Audit ? AL_VERDICT_AUDIT
-													  : AL_VERDICT_DENY)},
-						   {"count", total - seen},
-						   {"total", total},
-						   {"seconds", (now - since) / 1e9},
-						   {"policy", rec_.policy_name}});
+			audit_.write(rec_.name,
+				     json{{"event", "suppressed"},
+					  {"hook", hook_name(h)},
+					  {"reason", reason_name(r)},
+					  {"verdict", verdict_name(allowed                       ? AL_VERDICT_ALLOW
+								   : policy_.mode == Mode::Audit ? AL_VERDICT_AUDIT
+												 : AL_VERDICT_DENY)},
+					  {"count", total - seen},
+					  {"total", total},
+					  {"seconds", (now - since) / 1e9},
+					  {"policy", rec_.policy_name}});
 			spdlog::warn("{}: {} more {} {} decisions ({}) held back by the event rate limit", rec_.name,
 				     total - seen, hook_name(h), allowed ? "allowed" : "denied", reason_name(r));
 			seen = total;
@@ -211,8 +212,11 @@ void Supervisor::reload_from_file(const char* by)
 	auto loaded = load_policy(file);
 	if (!loaded) {
 		const auto& lines = loaded.rejection().lines;
-		audit_.write(rec_.name, json{{"event", "reload"}, {"result", "error"}, {"policy_file", file},
-					   {"errors", lines}, {"by", by}});
+		audit_.write(rec_.name, json{{"event", "reload"},
+					     {"result", "error"},
+					     {"policy_file", file},
+					     {"errors", lines},
+					     {"by", by}});
 		for (const auto& l : lines)
 			spdlog::error("{}", l);
 		spdlog::error("{}: reload rejected; policy '{}' stays enforced", rec_.name, rec_.policy_name);
@@ -229,8 +233,11 @@ void Supervisor::reload_from_file(const char* by)
 		reload_sandbox(k_, paths_, *cur, p, file);
 		rec_ = *cur;
 		policy_ = p;
-		audit_.write(rec_.name, json{{"event", "reload"}, {"result", "ok"}, {"policy", p.name},
-					   {"policy_file", file}, {"by", by}});
+		audit_.write(rec_.name, json{{"event", "reload"},
+					     {"result", "ok"},
+					     {"policy", p.name},
+					     {"policy_file", file},
+					     {"by", by}});
 		spdlog::info("{}: reloaded {} on {}", rec_.name, file, by);
 		if (on_reload)
 			on_reload(true);
@@ -251,7 +258,7 @@ void Supervisor::refresh()
 
 void Supervisor::follow_outside_reload()
 {
-	struct stat st{};
+	struct stat st {};
 	if (::stat(paths_.record_file(rec_.name).c_str(), &st) != 0 || st.st_ino == record_ino_)
 		return;
 	record_ino_ = st.st_ino;
@@ -336,13 +343,16 @@ void Supervisor::finish_quarantine(bool done, uint64_t violated_ns)
 	if (action_ == AL_ON_VIOLATION_KILL) {
 		state_ = State::Killed;
 		killed_on_violation_ = true;
-		audit_.write(rec_.name, json{{"event", "killed"}, {"by", "policy"}, {"latency_us", lat / 1000},
-					   {"complete", done}});
+		audit_.write(rec_.name, json{{"event", "killed"},
+					     {"by", "policy"},
+					     {"latency_us", lat / 1000},
+					     {"complete", done}});
 		spdlog::warn("{}: killed on violation, {:.3f} ms after it", rec_.name, lat / 1e6);
 		return;
 	}
 	if (!done) {
-		spdlog::error("{}: cgroup.events did not report frozen 1 within {} s", rec_.name, kConfirmNs / 1000000000ull);
+		spdlog::error("{}: cgroup.events did not report frozen 1 within {} s", rec_.name,
+			      kConfirmNs / 1000000000ull);
 		audit_.write(rec_.name, json{{"event", "freeze-failed"}, {"latency_us", lat / 1000}});
 		return;
 	}
@@ -350,8 +360,8 @@ void Supervisor::finish_quarantine(bool done, uint64_t violated_ns)
 	audit_.write(rec_.name, json{{"event", "frozen"}, {"latency_us", lat / 1000}});
 	if (on_frozen)
 		on_frozen(lat / 1e9);
-	spdlog::warn("{}: frozen {:.3f} ms after the violation; `airlock thaw {}` or `airlock kill {}`",
-		     rec_.name, lat / 1e6, rec_.name, rec_.name);
+	spdlog::warn("{}: frozen {:.3f} ms after the violation; `airlock thaw {}` or `airlock kill {}`", rec_.name,
+		     lat / 1e6, rec_.name, rec_.name);
 }
 
 void Supervisor::check_thawed()

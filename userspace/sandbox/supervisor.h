@@ -81,7 +81,7 @@ private:
 	const Paths& paths_;
 	SandboxRecord rec_;
 	ino_t record_ino_ = 0;  // of the record file last looked at
-	Policy policy_;  // what the live bank was compiled from, to name rules
+	Policy policy_;         // what the live bank was compiled from, to name rules
 	AuditLog audit_;
 	Fd ring_fd_;
 	ring_buffer* rb_ = nullptr;
@@ -93,7 +93,7 @@ private:
 	Fd cg_events_;  // cgroup.events, while a quarantine is being confirmed
 	Fd recheck_;    // a timer: cgroup.events read again every 250 us at first
 	uint64_t recheck_until_ = 0;
-	Fd ep_;         // the ring's epoll descriptor, cg_events_ and recheck_
+	Fd ep_;  // the ring's epoll descriptor, cg_events_ and recheck_
 	uint8_t action_ = AL_ON_VIOLATION_FREEZE;
 	uint64_t window_start_ = 0;
 	unsigned in_window_ = 0, suppressed_ = 0;

@@ -25,9 +25,9 @@ namespace airlock {
 namespace {
 
 struct Listener {
-	Address addr;   // normalised: ::ffff:a.b.c.d is IPv4
-	bool any = false;       // the unspecified address of its family
-	bool v6 = false;        // an AF_INET6 socket
+	Address addr;      // normalised: ::ffff:a.b.c.d is IPv4
+	bool any = false;  // the unspecified address of its family
+	bool v6 = false;   // an AF_INET6 socket
 	bool v6only = false;
 	uint64_t cgroup = 0;
 };
@@ -103,7 +103,10 @@ std::optional<std::pair<Fd, std::string>> open_cgroup_by_id(uint64_t id)
 	return std::make_pair(std::move(fd), path);
 }
 
-std::string targets_dir(const std::string& bpf_dir) { return bpf_dir + "/targets"; }
+std::string targets_dir(const std::string& bpf_dir)
+{
+	return bpf_dir + "/targets";
+}
 
 void prepare_targets(kernel::Kernel& k, const Paths& paths, const SandboxRecord& r, const Policy& p)
 {
@@ -124,8 +127,8 @@ void prepare_targets(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 					    ? fmt::format("[{}]:{}", format_address(t.address), t.port)
 					    : fmt::format("{}:{}", format_address(t.address), t.port);
 		auto no_answer = [&](const std::string& why) {
-			spdlog::warn("{}: {}: the target at {} (rule {}) gets no answer to SO_ORIGINAL_DST", r.name, why,
-				     where, rule->index);
+			spdlog::warn("{}: {}: the target at {} (rule {}) gets no answer to SO_ORIGINAL_DST", r.name,
+				     why, where, rule->index);
 		};
 		std::vector<uint64_t> ids;
 		try {
@@ -137,10 +140,11 @@ void prepare_targets(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 			continue;
 		}
 		if (ids.empty()) {
-			spdlog::warn("{}: nothing listens on {} (TCP) in this network namespace: connects redirected there "
-				     "(rule {}) are refused until something does, and it gets no answer to SO_ORIGINAL_DST "
-				     "before a reload",
-				     r.name, where, rule->index);
+			spdlog::warn(
+				"{}: nothing listens on {} (TCP) in this network namespace: connects redirected there "
+				"(rule {}) are refused until something does, and it gets no answer to SO_ORIGINAL_DST "
+				"before a reload",
+				r.name, where, rule->index);
 			continue;
 		}
 		for (uint64_t id : ids) {
@@ -151,20 +155,22 @@ void prepare_targets(kernel::Kernel& k, const Paths& paths, const SandboxRecord&
 				continue;
 			auto cg = open_cgroup_by_id(id);
 			if (!cg) {
-				no_answer(fmt::format("its listener's cgroup {} cannot be opened ({})", id, std::strerror(errno)));
+				no_answer(fmt::format("its listener's cgroup {} cannot be opened ({})", id,
+						      std::strerror(errno)));
 				continue;
 			}
 			const std::string& path = cg->second;
 			if (path.rfind(cgroup::mount_point() + "/", 0) != 0 && path != cgroup::mount_point()) {
-				no_answer(fmt::format("its listener's cgroup {} is not under {}", path, cgroup::mount_point()));
+				no_answer(fmt::format("its listener's cgroup {} is not under {}", path,
+						      cgroup::mount_point()));
 				continue;
 			}
 			// Not on the root cgroup (the program would run on every
 			// getsockopt of the host), nor on a sandbox's (a sandbox
 			// listening on the target is not the target).
 			if (cgroup::level_of(path) <= 0) {
-				no_answer(fmt::format("its listener is in the root cgroup {}; run it in a cgroup of its own",
-						      path));
+				no_answer(fmt::format(
+					"its listener is in the root cgroup {}; run it in a cgroup of its own", path));
 				continue;
 			}
 			bool sandbox = false;

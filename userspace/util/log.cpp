@@ -79,7 +79,9 @@ public:
 		std::string_view text(m.payload.data(), m.payload.size());
 		std::string line;
 		if (format_ == LogFormat::Json) {
-			nlohmann::ordered_json j = {{"ts", rfc3339(m.time)}, {"level", level_name(m.level)}, {"msg", text}};
+			nlohmann::ordered_json j = {{"ts", rfc3339(m.time)},
+						    {"level", level_name(m.level)},
+						    {"msg", text}};
 			line = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 		} else if (journal_) {
 			line = fmt::format("<{}>airlock {}: {}", priority(m.level), level_name(m.level), text);

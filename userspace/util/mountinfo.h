@@ -7,8 +7,8 @@
 namespace airlock {
 
 struct MountEntry {
-	std::string root;    // the mount's root within its filesystem, unescaped
-	std::string point;   // where it is mounted, unescaped
+	std::string root;   // the mount's root within its filesystem, unescaped
+	std::string point;  // where it is mounted, unescaped
 	std::string fstype;
 	std::string super_options;
 };

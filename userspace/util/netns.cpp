@@ -34,7 +34,7 @@ Fd socket_in(const Fd& netns, int domain, int type, int protocol)
 
 uint64_t netns_inode_of(const Fd& netns)
 {
-	struct stat st{};
+	struct stat st {};
 	int rc = netns.valid() ? ::fstat(netns.get(), &st) : ::stat("/proc/self/ns/net", &st);
 	return rc == 0 ? st.st_ino : 0;
 }

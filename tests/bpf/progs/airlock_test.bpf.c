@@ -17,8 +17,7 @@
 /* An al_err_site; AL_ERR_SITE_MAX: no load fails. Set by the test. */
 volatile __u32 al_test_fail_site = AL_ERR_SITE_MAX;
 
-static __always_inline long al_test_skb_load(const struct __sk_buff *skb, __u32 off, void *to, __u32 len,
-					     __u32 site)
+static __always_inline long al_test_skb_load(const struct __sk_buff *skb, __u32 off, void *to, __u32 len, __u32 site)
 {
 	if (site == al_test_fail_site)
 		return -14; /* -EFAULT, as bpf_skb_load_bytes fails */
