@@ -23,6 +23,26 @@ bool bind_to_lo(int fd)
 	return ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, lo, sizeof(lo) - 1) == 0;
 }
 
+// Binds fd to the loopback address of its family (IPv6 only for AF_INET6)
+// and port; bind's return value.
+int bind_loopback(int fd, int family, uint16_t port)
+{
+	if (family == AF_INET) {
+		sockaddr_in a{};
+		a.sin_family = AF_INET;
+		a.sin_port = htons(port);
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		return ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+	}
+	int one = 1;
+	::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	sockaddr_in6 a{};
+	a.sin6_family = AF_INET6;
+	a.sin6_port = htons(port);
+	a.sin6_addr = in6addr_loopback;
+	return ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+}
+
 }  // namespace
 
 Fd listener(const Fd& netns, int family, uint16_t port)
@@ -32,21 +52,7 @@ Fd listener(const Fd& netns, int family, uint16_t port)
 		return Fd();
 	int one = 1;
 	::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	int rc;
-	if (family == AF_INET) {
-		sockaddr_in a{};
-		a.sin_family = AF_INET;
-		a.sin_port = htons(port);
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-	} else {
-		::setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-		sockaddr_in6 a{};
-		a.sin6_family = AF_INET6;
-		a.sin6_port = htons(port);
-		a.sin6_addr = in6addr_loopback;
-		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-	}
+	int rc = bind_loopback(s.get(), family, port);
 	if (rc != 0 || ::listen(s.get(), 1024) != 0)
 		return Fd();
 	return s;
@@ -57,22 +63,7 @@ Fd datagram_socket(const Fd& netns, int family, uint16_t port)
 	Fd s = socket_in(netns, family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (!s.valid() || !bind_to_lo(s.get()))
 		return Fd();
-	int rc;
-	if (family == AF_INET) {
-		sockaddr_in a{};
-		a.sin_family = AF_INET;
-		a.sin_port = htons(port);
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-	} else {
-		int one = 1;
-		::setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-		sockaddr_in6 a{};
-		a.sin6_family = AF_INET6;
-		a.sin6_port = htons(port);
-		a.sin6_addr = in6addr_loopback;
-		rc = ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-	}
+	int rc = bind_loopback(s.get(), family, port);
 	return rc == 0 ? std::move(s) : Fd();
 }
 
