@@ -31,12 +31,13 @@ bool precedes(const Rule* a, const Rule* b)
 	return a->index < b->index;
 }
 
-// An allow rule with the SNI gate is a redirect to the kernel: its
-// connects go to the proxy, which reads the ClientHello before it opens
-// the way to the destination (its UDP, TCP-only rules, is refused).
+// An allow rule with a gate (SNI or HTTP) is a redirect to the kernel:
+// its connects go to the proxy, which reads the ClientHello or the requests
+// before it opens the way to the destination (its UDP, TCP-only rules, is
+// refused).
 uint8_t kernel_action(const Rule& r)
 {
-	if (r.action == Action::Allow && r.tls_sni_require)
+	if (r.action == Action::Allow && r.gated())
 		return AL_ACTION_REDIRECT;
 	return r.action == Action::Allow      ? AL_ACTION_ALLOW
 	       : r.action == Action::Redirect ? AL_ACTION_REDIRECT
@@ -467,6 +468,13 @@ Result<CompiledPolicy, PolicyRejection> compile_policy(const Policy& p, uint32_t
 	compile_names(p, policy_id, c, errors);
 	compile_unix(p, policy_id, c, errors);
 	compile_dns(p, c, errors);
+	// The proxy does not end TLS for real destinations yet: a rule whose
+	// requests it cannot judge is refused, never let through unjudged.
+	for (const auto& r : p.rules)
+		if (r.http)
+			errors.push_back({p.source, fmt::format("rules/{}/http", r.index),
+					  "the HTTP gate is not enforced by this version: use \"tls\": {\"sni\": "
+					  "\"require\"} for this destination"});
 	if (!errors.empty())
 		return PolicyRejection{std::move(errors)};
 	return c;

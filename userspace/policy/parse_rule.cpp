@@ -192,7 +192,8 @@ std::optional<Rule> Parser::rule(const json& v, const std::string& path, size_t 
 	if (!expect(v, path, v.is_object(), "an object"))
 		return std::nullopt;
 	unknown_keys(v, path,
-		     {"action", "cidr", "domain", "unix", "ports", "protocol", "comment", "to", "tls", "budget"});
+		     {"action", "cidr", "domain", "unix", "ports", "protocol", "comment", "to", "tls", "budget", "http",
+		      "inject"});
 	size_t before = errors_.size();
 	Rule r;
 	r.index = index;
@@ -227,7 +228,7 @@ std::optional<Rule> Parser::rule(const json& v, const std::string& path, size_t 
 	else
 		r.unix_target = unix_target(v["unix"], join(path, "unix"));
 	if (v.contains("unix")) {
-		for (const char* k : {"ports", "protocol", "to", "tls", "budget"})
+		for (const char* k : {"ports", "protocol", "to", "tls", "budget", "http", "inject"})
 			if (v.contains(k))
 				error(join(path, k), "does not apply to a unix rule");
 		if (r.action == Action::Redirect)
@@ -292,31 +293,9 @@ void Parser::gates(const json& v, const std::string& path, Rule& r)
 	for (const char* k : {"tls", "budget"})
 		if (v.contains(k) && r.action != Action::Allow)
 			error(join(path, k), "applies to allow rules only");
-	if (v.contains("tls") && r.action == Action::Allow) {
-		const json& t = v["tls"];
-		std::string tp = join(path, "tls");
-		if (expect(t, tp, t.is_object(), "an object")) {
-			unknown_keys(t, tp, {"sni"});
-			if (!t.contains("sni"))
-				error(join(tp, "sni"), "missing (\"require\")");
-			else if (const json& sni = t["sni"];
-				 expect(sni, join(tp, "sni"), sni.is_string(), "a string")) {
-				if (sni.get<std::string>() != "require")
-					error(join(tp, "sni"),
-					      fmt::format("'{}' is not require", printable(sni.get<std::string>())));
-				else
-					r.tls_sni_require = true;
-			}
-			// The name in the ClientHello is judged against the
-			// rule's name; UDP beside the gate (QUIC) would pass unread.
-			if (!v.contains("domain"))
-				error(tp,
-				      "applies to domain rules (the ClientHello's name is checked against the rule's)");
-			if (r.proto_mask != AL_PROTO_TCP)
-				error(tp, "needs \"protocol\": \"tcp\" (UDP to the same destination would pass beside "
-					  "the gate: QUIC falls back to TCP when it is denied)");
-		}
-	}
+	http_gate(v, path, r);
+	if (v.contains("tls") && r.action == Action::Allow)
+		tls(v, path, r);
 	if (v.contains("budget") && r.action == Action::Allow) {
 		const json& b = v["budget"];
 		std::string bp = join(path, "budget");
@@ -339,6 +318,51 @@ void Parser::gates(const json& v, const std::string& path, Rule& r)
 				error(bp, "ICMP carries no payload that a budget counts");
 		}
 	}
+}
+
+// "tls" of an allow rule: the SNI gate ("sni": "require"), or for a rule
+// with "http", the roots its origin is verified by ("upstream_ca").
+void Parser::tls(const json& v, const std::string& path, Rule& r)
+{
+	const json& t = v["tls"];
+	std::string tp = join(path, "tls");
+	if (!expect(t, tp, t.is_object(), "an object"))
+		return;
+	unknown_keys(t, tp, {"sni", "upstream_ca"});
+	if (t.contains("upstream_ca")) {
+		const json& ca = t["upstream_ca"];
+		std::string cp = join(tp, "upstream_ca");
+		if (!v.contains("http"))
+			error(cp, "applies to rules with \"http\" (the SNI gate leaves the TLS to the sandbox)");
+		else if (expect(ca, cp, ca.is_string(), "a string")) {
+			std::string file = ca.get<std::string>();
+			if (file.empty() || file.front() != '/')
+				error(cp, fmt::format("'{}' is not an absolute path", printable(file)));
+			else if (r.http)
+				r.http->upstream_ca = file;
+		}
+	}
+	if (v.contains("http")) {
+		if (t.contains("sni"))
+			error(join(tp, "sni"), "leave it out: with \"http\" the gate ends the TLS and checks the name "
+					       "itself");
+		return;
+	}
+	if (!t.contains("sni"))
+		error(join(tp, "sni"), "missing (\"require\")");
+	else if (const json& sni = t["sni"]; expect(sni, join(tp, "sni"), sni.is_string(), "a string")) {
+		if (sni.get<std::string>() != "require")
+			error(join(tp, "sni"), fmt::format("'{}' is not require", printable(sni.get<std::string>())));
+		else
+			r.tls_sni_require = true;
+	}
+	// The name in the ClientHello is judged against the rule's name; UDP
+	// beside the gate (QUIC) would pass unread.
+	if (!v.contains("domain"))
+		error(tp, "applies to domain rules (the ClientHello's name is checked against the rule's)");
+	if (r.proto_mask != AL_PROTO_TCP)
+		error(tp, "needs \"protocol\": \"tcp\" (UDP to the same destination would pass beside the gate: "
+			  "QUIC falls back to TCP when it is denied)");
 }
 
 std::optional<RedirectTarget> Parser::redirect_target(const json& v, const std::string& path)

@@ -79,7 +79,7 @@ Result<Policy, PolicyRejection> Parser::document(std::string_view text)
 	p.source = file_;
 	unknown_keys(doc, "",
 		     {"version", "name", "description", "mode", "on_violation", "rules", "dns", "families", "io_uring",
-		      "world"});
+		      "world", "secrets"});
 	header(doc, p);
 	if (!doc.contains("rules")) {
 		error("rules", "missing");
@@ -90,6 +90,9 @@ Result<Policy, PolicyRejection> Parser::document(std::string_view text)
 	}
 	if (doc.contains("dns"))
 		dns(doc["dns"], "dns", p.dns);
+	if (doc.contains("secrets"))
+		secrets(doc["secrets"], "secrets", p.secrets);
+	check_injects(p);
 	bool to_world = std::any_of(p.rules.begin(), p.rules.end(),
 				    [](const Rule& r) { return r.redirect && r.redirect->world; });
 	if (doc.contains("world")) {

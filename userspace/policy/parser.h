@@ -64,6 +64,19 @@ public:
 	std::optional<Rule> rule(const json& v, const std::string& path, size_t index);
 	void gates(const json& v, const std::string& path, Rule& r);
 	std::optional<RedirectTarget> redirect_target(const json& v, const std::string& path);
+	void tls(const json& v, const std::string& path, Rule& r);
+
+	// The HTTP gate's part (parse_http.cpp).
+	void http_gate(const json& v, const std::string& path, Rule& r);
+	std::optional<HttpEntry> http_entry(const json& v, const std::string& path);
+	void http_methods(const json& v, const std::string& path, HttpEntry& e);
+	void http_path(const json& v, const std::string& path, HttpEntry& e);
+	void http_query(const json& v, const std::string& path, HttpEntry& e);
+	void http_json(const json& v, const std::string& path, HttpEntry& e);
+	std::optional<HttpRate> http_rate(const json& v, const std::string& path);
+	std::optional<InjectHeader> inject_header(const std::string& name, const json& v, const std::string& path);
+	void secrets(const json& v, const std::string& path, std::vector<SecretSource>& out);
+	void check_injects(const Policy& p);
 
 	// The blocks beside the rules (parse_blocks.cpp).
 	void world(const json& v, const std::string& path, WorldPolicy& w);

@@ -162,6 +162,9 @@ std::string describe(const Rule& r)
 				       : fmt::format("{}:{}", format_address(r.redirect->address), r.redirect->port));
 	if (r.tls_sni_require)
 		s += " sni-gate";
+	if (r.http)
+		s += fmt::format(" http-gate ({} entr{})", r.http->entries.size(),
+				 r.http->entries.size() == 1 ? "y" : "ies");
 	if (r.budget_egress_bytes)
 		s += fmt::format(" budget {} bytes", *r.budget_egress_bytes);
 	return s;

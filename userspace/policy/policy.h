@@ -45,6 +45,78 @@ struct RedirectTarget {
 	bool operator==(const RedirectTarget&) const = default;
 };
 
+// How often an HTTP entry may decide "allow": count per seconds, for the
+// sandbox; past it, 429.
+struct HttpRate {
+	uint32_t count = 0;
+	uint32_t per_seconds = 1;  // 1, 60 or 3600
+	bool operator==(const HttpRate&) const = default;
+};
+
+// A query parameter an entry requires: present, each time with one of
+// the values (decoded).
+struct HttpQueryRule {
+	std::string name;
+	std::vector<std::string> values;
+	bool operator==(const HttpQueryRule&) const = default;
+};
+
+// A field of a JSON body: the string (or each string of the array) at a
+// JSON pointer matches a glob ('*' any run of characters).
+struct HttpJsonRule {
+	std::string pointer;
+	std::string glob;
+	bool operator==(const HttpJsonRule&) const = default;
+};
+
+// One entry of an inspected rule's "http" list (docs/gate.md). A request
+// matches when every part the entry names holds; the first entry that
+// matches decides.
+struct HttpEntry {
+	std::vector<std::string> methods;  // exact
+	std::string path;                  // canonical; with prefix, ends in '/': it and below
+	bool prefix = false;               // written "/wiki/*"
+	std::vector<HttpQueryRule> query;
+	bool query_only = false;  // no parameter but those of query
+	std::vector<HttpJsonRule> json;
+	std::optional<uint64_t> max_body_bytes;
+	std::optional<HttpRate> rate;
+	bool operator==(const HttpEntry&) const = default;
+};
+
+// A piece of an injected header's value: text, or a secret's by name.
+struct InjectPart {
+	bool secret = false;
+	std::string text;  // the text, or the secret's name
+	bool operator==(const InjectPart&) const = default;
+};
+
+struct InjectHeader {
+	std::string name;  // as written
+	std::vector<InjectPart> value;
+	bool operator==(const InjectHeader&) const = default;
+};
+
+// An inspected rule: the proxy ends the sandbox's TLS, judges each request
+// against the entries and sends the allowed ones itself.
+struct HttpGate {
+	std::vector<HttpEntry> entries;
+	std::vector<InjectHeader> inject;
+	std::string upstream_ca;  // extra roots to verify the origin by ("" the system's)
+	bool operator==(const HttpGate&) const = default;
+};
+
+// A named secret (the policy's "secrets"): a value never sent, and one a
+// rule may inject. file: the whole file, trimmed; env_file: each value of
+// KEY=VALUE of kMinSecretBytes or more.
+struct SecretSource {
+	std::string name;
+	bool env_file = false;
+	std::string path;
+	bool operator==(const SecretSource&) const = default;
+};
+inline constexpr size_t kMinSecretBytes = 8;
+
 struct Rule {
 	size_t index = 0;
 	Action action = Action::Deny;
@@ -58,13 +130,13 @@ struct Rule {
 	std::optional<RedirectTarget> redirect;       // action redirect: "to"
 	bool tls_sni_require = false;                 // allow: "tls": {"sni": "require"}
 	std::optional<uint64_t> budget_egress_bytes;  // allow: "budget": {"egress_bytes": N}
-	// The rule needs the proxy (a redirect to the world, the SNI gate)
-	// rather than the kernel alone (a redirect to HOST:PORT is the
-	// kernel's: the connect goes there).
-	bool through_proxy() const
-	{
-		return (action == Action::Redirect && (!redirect || redirect->world)) || tls_sni_require;
-	}
+	std::optional<HttpGate> http;                 // allow: "http", "inject", "tls": {"upstream_ca"}
+	// An allow rule whose connections the proxy judges (SNI or HTTP gate).
+	bool gated() const { return tls_sni_require || http.has_value(); }
+	// The rule needs the proxy (a redirect to the world, a gate) rather
+	// than the kernel alone (a redirect to HOST:PORT is the kernel's: the
+	// connect goes there).
+	bool through_proxy() const { return (action == Action::Redirect && (!redirect || redirect->world)) || gated(); }
 	bool to_target() const { return action == Action::Redirect && redirect && !redirect->world; }
 };
 
@@ -157,8 +229,9 @@ struct Policy {
 	// io_uring_setup is allowed: IORING_OP_SOCKET makes sockets of any
 	// family without the socket() syscall, so it is off unless asked for.
 	bool io_uring = false;
-	std::optional<WorldPolicy> world;  // set when some rule redirects to the world
-	std::string source;                // the file it came from
+	std::optional<WorldPolicy> world;   // set when some rule redirects to the world
+	std::vector<SecretSource> secrets;  // by name, sorted
+	std::string source;                 // the file it came from
 };
 
 struct PolicyError {
