@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -109,17 +110,32 @@ OwnCgroup::OwnCgroup()
 
 OwnCgroup::~OwnCgroup()
 {
-	try {
-		airlock::write_control(home_ + "/cgroup.procs", std::to_string(getpid()));
-	} catch (const std::exception& e) {
-		fmt::print(stderr, "bpf tests: move back to {}: {}\n", home_, e.what());
+	// Every process of the cgroup goes back with this one: a child it
+	// started may outlive it (the symbolizer a sanitizer starts to name
+	// new functions, which waits for this process's end), and a cgroup
+	// with a process in it cannot be removed.
+	for (int round = 0; round < 3; round++) {
+		std::string procs = airlock::read_file(path_ + "/cgroup.procs").value_or("");
+		if (procs.empty())
+			break;
+		std::istringstream in(procs);
+		for (std::string pid; std::getline(in, pid);) {
+			try {
+				airlock::write_control(home_ + "/cgroup.procs", pid);
+			} catch (const std::exception& e) {
+				// Gone since it was listed: nothing to move.
+				if (::kill(std::atoi(pid.c_str()), 0) == 0)
+					fmt::print(stderr, "bpf tests: move {} back to {}: {}\n", pid, home_, e.what());
+			}
+		}
 	}
 	// A thread that was exiting when the process moved back stays behind
 	// (a migration skips it) until it is gone, which under a sanitizer
 	// took more than a second: up to 10 s.
 	for (int i = 0; ::rmdir(path_.c_str()) != 0; i++) {
 		if (errno != EBUSY || i == 1000) {
-			fmt::print(stderr, "bpf tests: remove {}: {}\n", path_, std::strerror(errno));
+			fmt::print(stderr, "bpf tests: remove {}: {} (processes: {})\n", path_, std::strerror(errno),
+				   airlock::read_file(path_ + "/cgroup.procs").value_or("?"));
 			break;
 		}
 		::usleep(10000);
