@@ -92,7 +92,8 @@ TEST(GateJudge, QueryParametersMustEachHaveAListedValue)
 	EXPECT_EQ(verdict(kWiki, {"GET", "/w/index.php?action=vi%65w"}), "allow 1");
 	EXPECT_EQ(verdict(kWiki, {"GET", "/w/index.php?action=view;action=edit"}),
 		  "http-deny: entry 1: query parameter 'action' is 'view;action=edit', not one of the entry's");
-	HttpGate only = gate_of(R"([{"methods": ["GET"], "path": "/s", "query": {"q": ["a", "b"]}, "query_only": true}])");
+	HttpGate only = gate_of(
+		R"([{"methods": ["GET"], "path": "/s", "query": {"q": ["a", "b"]}, "query_only": true}])");
 	EXPECT_EQ(verdict(only, {"GET", "/s?q=a"}), "allow 0");
 	EXPECT_EQ(verdict(only, {"GET", "/s?q=a&x=1"}),
 		  "http-deny: entry 0: query parameter 'x' is not one the entry names");
@@ -122,8 +123,8 @@ TEST(GateJudge, JsonFieldsAreReadOneWayOnly)
 	EXPECT_EQ(post(R"({"to": "ann@example.org", "x": "&to=eve@evil.test"})", "application/x-www-form-urlencoded"),
 		  "http-deny: entry 2: the body's type is 'application/x-www-form-urlencoded', not application/json");
 	EXPECT_EQ(post("{\"to\": \"ann@example.org\""), "http-deny: entry 2: the body is not JSON: invalid JSON: "
-							 "syntax error while parsing object - unexpected end of input; "
-							 "expected '}'");
+							"syntax error while parsing object - unexpected end of input; "
+							"expected '}'");
 	EXPECT_EQ(post(R"({"to": "ann@example.org"})", "application/problem+json"), "allow 2");
 	EXPECT_EQ(post(R"({"to": "ann@example.org", "pad": ")" + std::string(200, 'x') + "\"}"),
 		  "http-deny: entry 2: the body's 236 bytes are more than the entry's 200");
@@ -143,7 +144,8 @@ TEST(GateJudge, TheFirstMatchingEntryDecides)
 
 TEST(GateJudge, ARateIsPerEntryAndRefills)
 {
-	HttpGate g = gate_of(R"([{"methods": ["GET"], "path": "/r", "rate": "2/s"}, {"methods": ["GET"], "path": "/s"}])");
+	HttpGate g = gate_of(
+		R"([{"methods": ["GET"], "path": "/r", "rate": "2/s"}, {"methods": ["GET"], "path": "/s"}])");
 	RateTable rates;
 	Clock::time_point t0 = Clock::now();
 	EXPECT_EQ(judge_of(g, {"GET", "/r"}, rates, t0).kind, Verdict::Allow);

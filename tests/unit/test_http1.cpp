@@ -94,37 +94,52 @@ TEST(Http1, EveryAmbiguousHeadIsRefusedWithItsReason)
 		 "400: Content-Length is given more than once"},
 		{"POST / HTTP/1.1\r\n" + H + "Content-Length: 5\r\nContent-Length: 6\r\n\r\n",
 		 "400: Content-Length is given more than once"},
-		{"POST / HTTP/1.1\r\n" + H + "Content-Length: 5, 5\r\n\r\n", "400: Content-Length '5, 5' is not a number of bytes"},
-		{"POST / HTTP/1.1\r\n" + H + "Content-Length: +5\r\n\r\n", "400: Content-Length '+5' is not a number of bytes"},
-		{"POST / HTTP/1.1\r\n" + H + "Content-Length: -1\r\n\r\n", "400: Content-Length '-1' is not a number of bytes"},
-		{"POST / HTTP/1.1\r\n" + H + "Content-Length: 0x10\r\n\r\n", "400: Content-Length '0x10' is not a number of bytes"},
+		{"POST / HTTP/1.1\r\n" + H + "Content-Length: 5, 5\r\n\r\n",
+		 "400: Content-Length '5, 5' is not a number of bytes"},
+		{"POST / HTTP/1.1\r\n" + H + "Content-Length: +5\r\n\r\n",
+		 "400: Content-Length '+5' is not a number of bytes"},
+		{"POST / HTTP/1.1\r\n" + H + "Content-Length: -1\r\n\r\n",
+		 "400: Content-Length '-1' is not a number of bytes"},
+		{"POST / HTTP/1.1\r\n" + H + "Content-Length: 0x10\r\n\r\n",
+		 "400: Content-Length '0x10' is not a number of bytes"},
 		{"POST / HTTP/1.1\r\n" + H + "Content-Length: 99999999999999999999\r\n\r\n",
 		 "400: Content-Length '99999999999999999999' is not a number of bytes"},
-		{"POST / HTTP/1.1\r\n" + H + "Content-Length:\r\n\r\n", "400: Content-Length '' is not a number of bytes"},
+		{"POST / HTTP/1.1\r\n" + H + "Content-Length:\r\n\r\n",
+		 "400: Content-Length '' is not a number of bytes"},
 		{"POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
 		 "400: Transfer-Encoding is given more than once"},
 		{"POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: gzip, chunked\r\n\r\n",
 		 "400: Transfer-Encoding 'gzip, chunked' is not chunked"},
 		{"POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked, chunked\r\n\r\n",
 		 "400: Transfer-Encoding 'chunked, chunked' is not chunked"},
-		{"POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: identity\r\n\r\n", "400: Transfer-Encoding 'identity' is not chunked"},
-		{"POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: xchunked\r\n\r\n", "400: Transfer-Encoding 'xchunked' is not chunked"},
+		{"POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: identity\r\n\r\n",
+		 "400: Transfer-Encoding 'identity' is not chunked"},
+		{"POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: xchunked\r\n\r\n",
+		 "400: Transfer-Encoding 'xchunked' is not chunked"},
 		{"POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: \"chunked\"\r\n\r\n",
 		 "400: Transfer-Encoding '\"chunked\"' is not chunked"},
-		{"POST / HTTP/1.0\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n", "400: Transfer-Encoding in an HTTP/1.0 request"},
+		{"POST / HTTP/1.0\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n",
+		 "400: Transfer-Encoding in an HTTP/1.0 request"},
 		// Header syntax: one parser's header is another's body or nothing.
 		{"POST / HTTP/1.1\r\n" + H + "Transfer-Encoding : chunked\r\n\r\n",
 		 "400: the header 'Transfer-Encoding' has white space before its ':'"},
 		{"POST / HTTP/1.1\r\n" + H + "Transfer-Encoding\t: chunked\r\n\r\n",
 		 "400: the header 'Transfer-Encoding' has white space before its ':'"},
-		{"POST / HTTP/1.1\r\n" + H + "X: a\r\n Transfer-Encoding: chunked\r\n\r\n", "400: a header line is folded (obs-fold)"},
+		{"POST / HTTP/1.1\r\n" + H + "X: a\r\n Transfer-Encoding: chunked\r\n\r\n",
+		 "400: a header line is folded (obs-fold)"},
 		{"POST / HTTP/1.1\r\n" + H + "X: a\r\n\tb\r\n\r\n", "400: a header line is folded (obs-fold)"},
-		{"POST / HTTP/1.1\r\n" + H + "Content-Length: 5\nTransfer-Encoding: chunked\r\n\r\n", "400: a line ends with LF alone"},
+		{"POST / HTTP/1.1\r\n" + H + "Content-Length: 5\nTransfer-Encoding: chunked\r\n\r\n",
+		 "400: a line ends with LF alone"},
 		{"POST / HTTP/1.1\n" + H + "\r\n", "400: a line ends with LF alone"},
 		{"GET / HTTP/1.1\r\n" + H + "\n", "400: a line ends with LF alone"},
-		{"POST / HTTP/1.1\r\n" + H + "X: a\rTransfer-Encoding: chunked\r\n\r\n", "400: a CR is not followed by LF"},
-		{"POST / HTTP/1.1\r\n" + H + std::string("X: a\0b\r\n\r\n", 11), "400: the header 'X' holds a control byte"},
-		{"POST / HTTP/1.1\r\n" + H + "X: a\x0b" "b\r\n\r\n", "400: the header 'X' holds a control byte"},
+		{"POST / HTTP/1.1\r\n" + H + "X: a\rTransfer-Encoding: chunked\r\n\r\n",
+		 "400: a CR is not followed by LF"},
+		{"POST / HTTP/1.1\r\n" + H + std::string("X: a\0b\r\n\r\n", 11),
+		 "400: the header 'X' holds a control byte"},
+		{"POST / HTTP/1.1\r\n" + H +
+			 "X: a\x0b"
+			 "b\r\n\r\n",
+		 "400: the header 'X' holds a control byte"},
 		{"POST / HTTP/1.1\r\n" + H + "X: a\x7f\r\n\r\n", "400: the header 'X' holds a control byte"},
 		{"POST / HTTP/1.1\r\n" + H + "Bad Name: x\r\n\r\n", "400: 'Bad Name' is not a header name"},
 		{"POST / HTTP/1.1\r\n" + H + ": x\r\n\r\n", "400: '' is not a header name"},
@@ -138,21 +153,26 @@ TEST(Http1, EveryAmbiguousHeadIsRefusedWithItsReason)
 		{"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", "400: Host 'a b' is not a host"},
 		{"GET / HTTP/1.1\r\nHost: user@a.test\r\n\r\n", "400: Host 'user@a.test' is not a host"},
 		{"GET / HTTP/1.1\r\nHost: a.test:0\r\n\r\n", "400: Host 'a.test:0' has no port 1-65535 after its ':'"},
-		{"GET / HTTP/1.1\r\nHost: a.test:99999\r\n\r\n", "400: Host 'a.test:99999' has no port 1-65535 after its ':'"},
+		{"GET / HTTP/1.1\r\nHost: a.test:99999\r\n\r\n",
+		 "400: Host 'a.test:99999' has no port 1-65535 after its ':'"},
 		{"GET / HTTP/1.1\r\nHost: a.test:\r\n\r\n", "400: Host 'a.test:' has no port 1-65535 after its ':'"},
 		{"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", "400: Host '[::1' is not a host"},
-		{"GET http://evil.test/ HTTP/1.1\r\n" + H + "\r\n", "400: the target names 'evil.test', the Host 'wiki.example.org'"},
+		{"GET http://evil.test/ HTTP/1.1\r\n" + H + "\r\n",
+		 "400: the target names 'evil.test', the Host 'wiki.example.org'"},
 		{"GET http://wiki.example.org:8080/ HTTP/1.1\r\n" + H + "\r\n",
 		 "400: the target names 'wiki.example.org', the Host 'wiki.example.org'"},
-		{"GET http://u:p@wiki.example.org/ HTTP/1.1\r\n" + H + "\r\n", "400: the target's authority has user information"},
+		{"GET http://u:p@wiki.example.org/ HTTP/1.1\r\n" + H + "\r\n",
+		 "400: the target's authority has user information"},
 		// The request line.
 		{"CONNECT wiki.example.org:443 HTTP/1.1\r\n" + H + "\r\n",
 		 "400: CONNECT inside the gate would open a tunnel it cannot read"},
 		{"OPTIONS * HTTP/1.1\r\n" + H + "\r\n", "400: the asterisk form (OPTIONS *) is not judged"},
 		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "400: HTTP/2 over cleartext (h2c) is refused"},
-		{"GET / HTTP/1.1\r\n" + H + "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+		{"GET / HTTP/1.1\r\n" + H +
+			 "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
 		 "400: HTTP/2 over cleartext (h2c) is refused"},
-		{"GET / HTTP/1.1\r\n" + H + "Upgrade: h2c\r\nConnection: Upgrade\r\n\r\n", "400: HTTP/2 over cleartext (h2c) is refused"},
+		{"GET / HTTP/1.1\r\n" + H + "Upgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+		 "400: HTTP/2 over cleartext (h2c) is refused"},
 		{"GET / HTTP/1.1\r\n" + H + "Upgrade: websocket\r\n\r\n",
 		 "400: Upgrade 'websocket' is not a WebSocket's (GET, Connection: upgrade)"},
 		{"POST / HTTP/1.1\r\n" + H + "Upgrade: websocket\r\nConnection: upgrade\r\n\r\n",
@@ -166,12 +186,15 @@ TEST(Http1, EveryAmbiguousHeadIsRefusedWithItsReason)
 		{"GET / HTTP/1.1 \r\n" + H + "\r\n", "400: the request line is not METHOD SP TARGET SP VERSION"},
 		{"GET /a\tb HTTP/1.1\r\n" + H + "\r\n", "400: the target holds a control byte"},
 		{"G(T / HTTP/1.1\r\n" + H + "\r\n", "400: 'G(T' is not a method"},
-		{"GET wiki/x HTTP/1.1\r\n" + H + "\r\n", "400: the target 'wiki/x' is neither a path nor an http(s) URL"},
+		{"GET wiki/x HTTP/1.1\r\n" + H + "\r\n",
+		 "400: the target 'wiki/x' is neither a path nor an http(s) URL"},
 		{"GET ftp://wiki.example.org/ HTTP/1.1\r\n" + H + "\r\n",
 		 "400: the target 'ftp://wiki.example.org/' is neither a path nor an http(s) URL"},
 		{"POST / HTTP/1.1\r\n" + H + "Expect: 200-ok\r\n\r\n", "417: Expect '200-ok' is not 100-continue"},
-		{"GET / HTTP/1.0\r\n" + H + "Connection: kee -alive\r\n\r\n", "400: Connection 'kee -alive' is not a list of tokens"},
-		{"GET / HTTP/1.1\r\n" + H + "Connection: close;x\r\n\r\n", "400: Connection 'close;x' is not a list of tokens"},
+		{"GET / HTTP/1.0\r\n" + H + "Connection: kee -alive\r\n\r\n",
+		 "400: Connection 'kee -alive' is not a list of tokens"},
+		{"GET / HTTP/1.1\r\n" + H + "Connection: close;x\r\n\r\n",
+		 "400: Connection 'close;x' is not a list of tokens"},
 		{"GET / HTTP/1.1\r\n" + H + "Connection:\r\n\r\n", "400: Connection '' is not a list of tokens"},
 		// Size.
 		{"GET /" + std::string(kMaxHeadBytes, 'a') + " HTTP/1.1\r\n" + H + "\r\n",
@@ -183,7 +206,8 @@ TEST(Http1, EveryAmbiguousHeadIsRefusedWithItsReason)
 				 for (size_t i = 0; i < kMaxHeaders; i++)
 					 s += "X-" + std::to_string(i) + ": 1\r\n";
 				 return s;
-			 }() + "\r\n",
+			 }() +
+			 "\r\n",
 		 "431: more than 100 headers"},
 	};
 	EXPECT_GE(cases.size(), 40u);
@@ -228,10 +252,11 @@ TEST(Http1, ChunkedBodiesAreDecodedStrictly)
 
 TEST(Http1, TheUpstreamHeadIsWrittenFromWhatWasRead)
 {
-	auto r = read_request_head("POST http://wiki.example.org/a%2e?x HTTP/1.1\r\nHost: wiki.example.org\r\n"
-				   "User-Agent: curl/7.88.1\r\nAuthorization: Bearer agent-made\r\nConnection: keep-alive, X-Hop\r\n"
-				   "X-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: x\r\nProxy-Foo: y\r\nTE: trailers\r\n"
-				   "Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nAccept: */*\r\n\r\n");
+	auto r = read_request_head(
+		"POST http://wiki.example.org/a%2e?x HTTP/1.1\r\nHost: wiki.example.org\r\n"
+		"User-Agent: curl/7.88.1\r\nAuthorization: Bearer agent-made\r\nConnection: keep-alive, X-Hop\r\n"
+		"X-Hop: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: x\r\nProxy-Foo: y\r\nTE: trailers\r\n"
+		"Transfer-Encoding: chunked\r\nExpect: 100-continue\r\nAccept: */*\r\n\r\n");
 	ASSERT_TRUE(r) << r.rejection().message;
 	std::vector<Header> inject = {{"Authorization", "Bearer wk_live_x"}};
 	EXPECT_EQ(replaced_headers(*r, inject), std::vector<std::string>{"authorization"});
@@ -245,7 +270,8 @@ TEST(Http1, TheUpstreamHeadIsWrittenFromWhatWasRead)
 	EXPECT_EQ(upstream_head(*get, "/", "a.test", 80, false, {}, 0), "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n");
 	auto post = read_request_head("POST / HTTP/1.1\r\nHost: a\r\n\r\n");
 	ASSERT_TRUE(post);
-	EXPECT_EQ(upstream_head(*post, "/", "a", 443, true, {}, 0), "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+	EXPECT_EQ(upstream_head(*post, "/", "a", 443, true, {}, 0),
+		  "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
 }
 
 }  // namespace

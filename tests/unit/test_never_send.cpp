@@ -69,12 +69,13 @@ TEST(NeverSend, FindsASecretInEveryEncodingItNames)
 	const std::vector<std::string> carriers = {
 		"GET /x?t=" + kToken + " HTTP/1.1",
 		"GET /x?t=" + percent_all(kToken),
-		"{\"t\": \"" + kToken.substr(0, 5) + "\\u00" + hex(kToken.substr(5, 1), false) + kToken.substr(6) + "\"}",
+		"{\"t\": \"" + kToken.substr(0, 5) + "\\u00" + hex(kToken.substr(5, 1), false) + kToken.substr(6) +
+			"\"}",
 		"{\"t\": \"wk_live\\x5f7Hq2Zp9RtX4m\"}",
-		"Authorization: Basic " + b64("user:" + kToken),   // alignment 2
-		"X: " + b64(kToken),                                // alignment 0
-		"X: " + b64("u" + kToken + "tail"),                 // alignment 1
-		"X: " + b64url(b64("?>" + kToken + "?>")),          // the URL alphabet
+		"Authorization: Basic " + b64("user:" + kToken),  // alignment 2
+		"X: " + b64(kToken),                              // alignment 0
+		"X: " + b64("u" + kToken + "tail"),               // alignment 1
+		"X: " + b64url(b64("?>" + kToken + "?>")),        // the URL alphabet
 		"q=" + hex(kToken, false),
 		"q=" + hex(kToken, true),
 		"q=" + hex(kToken.substr(0, 6), true) + hex(kToken.substr(6), false),
@@ -138,7 +139,8 @@ TEST(NeverSend, Base64InsideIsWhatEveryLongerEncodingCarries)
 {
 	const std::string v = "0123456789";
 	for (unsigned a = 0; a < 3; a++)
-		for (const std::string& before : {std::string(a, 'x'), std::string(a, '\xff'), std::string(a + 3, '\0')}) {
+		for (const std::string& before :
+		     {std::string(a, 'x'), std::string(a, '\xff'), std::string(a + 3, '\0')}) {
 			if (before.size() % 3 != a)
 				continue;
 			for (const std::string& after : {std::string(), std::string("z"), std::string("\x80\x81")}) {
@@ -169,11 +171,10 @@ protected:
 	}
 	Policy policy(const std::string& secrets, const std::string& inject = "{}")
 	{
-		return policy_test::parse_ok(
-			R"({"version": 1, "name": "t", "secrets": )" + secrets +
-			R"(, "rules": [{"action": "allow", "domain": "a.test", "protocol": "tcp",
+		return policy_test::parse_ok(R"({"version": 1, "name": "t", "secrets": )" + secrets +
+					     R"(, "rules": [{"action": "allow", "domain": "a.test", "protocol": "tcp",
 			     "http": [{"methods": ["GET"], "path": "/*"}], "inject": )" +
-			inject + "}]}");
+					     inject + "}]}");
 	}
 	std::string dir_;
 };
@@ -181,10 +182,11 @@ protected:
 TEST_F(SecretFiles, AFileIsTrimmedAnEnvFileGivesEachLongValue)
 {
 	std::string tok = file("token", "  " + kToken + "\n\n", 0600);
-	std::string env = file(".env",
-			       "# comment\nexport DB_PASSWORD=\"" + kOther +
-				       "\"\nSHORT=abc\nAPI_KEY='k-1234567890' \nURL=https://x.test/a # note\n\nBROKEN\n",
-			       0644);
+	std::string env = file(
+		".env",
+		"# comment\nexport DB_PASSWORD=\"" + kOther +
+			"\"\nSHORT=abc\nAPI_KEY='k-1234567890' \nURL=https://x.test/a # note\n\nBROKEN\n",
+		0644);
 	Policy p = policy(R"({"tok": {"file": ")" + tok + R"("}, "env": {"env_file": ")" + env + R"("}})");
 	auto s = read_secrets(p);
 	ASSERT_TRUE(s) << s.rejection().first();
@@ -203,9 +205,9 @@ TEST_F(SecretFiles, AnInjectedSecretOnlyRootMayRead)
 	Policy p = policy(R"({"tok": {"file": ")" + tok + R"("}})", R"({"Authorization": "Bearer ${secret:tok}"})");
 	auto s = read_secrets(p);
 	ASSERT_FALSE(s);
-	EXPECT_EQ(s.rejection().first(), "p.json: secrets/tok: " + tok +
-						 ": is injected, so only root may read it: owner uid " +
-						 std::to_string(::geteuid()) + ", mode 0640 (chown root and chmod 600)");
+	EXPECT_EQ(s.rejection().first(),
+		  "p.json: secrets/tok: " + tok + ": is injected, so only root may read it: owner uid " +
+			  std::to_string(::geteuid()) + ", mode 0640 (chown root and chmod 600)");
 	if (::geteuid() == 0) {
 		ASSERT_EQ(::chmod(tok.c_str(), 0600), 0);
 		EXPECT_TRUE(read_secrets(p));
@@ -226,7 +228,8 @@ TEST_F(SecretFiles, WhatIsNotASecretsFileIsRefusedNamingIt)
 	std::filesystem::create_symlink(tok, link);
 	EXPECT_EQ(one(link), "p.json: secrets/tok: " + link + ": is a symbolic link (name the file itself)");
 	EXPECT_EQ(one(dir_), "p.json: secrets/tok: " + dir_ + ": is not a regular file");
-	EXPECT_EQ(one(dir_ + "/none"), "p.json: secrets/tok: " + dir_ + "/none: cannot open: No such file or directory");
+	EXPECT_EQ(one(dir_ + "/none"),
+		  "p.json: secrets/tok: " + dir_ + "/none: cannot open: No such file or directory");
 	std::string fifo = dir_ + "/fifo";
 	ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
 	EXPECT_EQ(one(fifo), "p.json: secrets/tok: " + fifo + ": is not a regular file") << "never blocks";

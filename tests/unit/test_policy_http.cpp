@@ -22,8 +22,8 @@ using Lines = std::vector<std::string>;
 std::string rule(const std::string& more, const std::string& doc_more = "")
 {
 	return R"({"version": 1, "name": "t", )" + doc_more +
-	       R"("rules": [{"action": "allow", "domain": "wiki.example.org", "ports": [443], "protocol": "tcp", )" + more +
-	       "}]}";
+	       R"("rules": [{"action": "allow", "domain": "wiki.example.org", "ports": [443], "protocol": "tcp", )" +
+	       more + "}]}";
 }
 
 TEST(PolicyHttp, TheIssueExampleReadsWhole)
@@ -96,9 +96,7 @@ TEST(PolicyHttp, EntriesSayWhatIsWrongWithEachPart)
 			 R + "/0/methods/5: expected a string, got an integer"}));
 	EXPECT_EQ(http(R"([{"methods": [], "path": "/x"}])"),
 		  Lines{R + "/0/methods: is empty (name each method the entry allows)"});
-	auto path = [&](const std::string& p) {
-		return http(R"([{"methods": ["GET"], "path": ")" + p + R"("}])");
-	};
+	auto path = [&](const std::string& p) { return http(R"([{"methods": ["GET"], "path": ")" + p + R"("}])"); };
 	EXPECT_EQ(path("wiki"), Lines{R + "/0/path: 'wiki': the target is not a path starting with '/'"});
 	EXPECT_EQ(path("/wiki/../x"), Lines{R + "/0/path: '/wiki/../x': a '..' segment"});
 	EXPECT_EQ(path("/a//b"), Lines{R + "/0/path: '/a//b': an empty segment ('//')"});
@@ -109,12 +107,13 @@ TEST(PolicyHttp, EntriesSayWhatIsWrongWithEachPart)
 					    "(\"/wiki/*\")"});
 	EXPECT_EQ(path("/w?x=1"), Lines{R + "/0/path: '/w?x=1' has a '?': the query is matched apart, with \"query\""});
 	EXPECT_EQ(path("/%7Euser/a%3ab"), Lines{R + "/0/path: '/%7Euser/a%3ab' is not in canonical form: write "
-						   "'/~user/a%3Ab'"});
+						    "'/~user/a%3Ab'"});
 	EXPECT_EQ(path("/caf\\u00e9/*"), Lines{R + "/0/path: '/caf\\xc3\\xa9/*' is not in canonical form: write "
 						   "'/caf%C3%A9/*'"});
 	EXPECT_EQ(http(R"([{"methods": ["GET"], "path": "/x", "query": {"a": [], "b": "v", "": ["x"], "c": [1]}}])"),
-		  (Lines{R + "/0/query/: a parameter has a name", R + "/0/query/a: is empty (list the values the "
-									   "parameter may have)",
+		  (Lines{R + "/0/query/: a parameter has a name",
+			 R + "/0/query/a: is empty (list the values the "
+			     "parameter may have)",
 			 R + "/0/query/b: expected an array of values, got a string",
 			 R + "/0/query/c/0: expected a string, got an integer"}));
 	EXPECT_EQ(http(R"([{"methods": ["POST"], "path": "/x", "json": {"to": "*", "": "*", "/a": 1, "/b~2": "x"}}])"),
@@ -150,11 +149,13 @@ TEST(PolicyHttp, OnlyAnAllowOverTcpToANameOrAnAddressIsInspected)
 			    http + "}]}"),
 		  Lines{"p.json: rules/0/http: does not apply to a unix rule"});
 	Policy p = parse_ok(R"({"version": 1, "name": "t", "rules": [{"action": "allow", "cidr": "10.1.0.0/16",
-	    "protocol": "tcp", )" + http + "}]}");
+	    "protocol": "tcp", )" +
+			    http + "}]}");
 	EXPECT_TRUE(p.rules[0].http);
-	EXPECT_EQ(errors_of(rule(R"("http": [{"methods": ["GET"], "path": "/*"}], "tls": {"sni": "require"})")),
-		  Lines{"p.json: rules/0/tls/sni: leave it out: with \"http\" the gate ends the TLS and checks the name "
-			"itself"});
+	EXPECT_EQ(
+		errors_of(rule(R"("http": [{"methods": ["GET"], "path": "/*"}], "tls": {"sni": "require"})")),
+		Lines{"p.json: rules/0/tls/sni: leave it out: with \"http\" the gate ends the TLS and checks the name "
+		      "itself"});
 	EXPECT_EQ(errors_of(rule(R"("tls": {"sni": "require", "upstream_ca": "/ca.pem"})")),
 		  Lines{"p.json: rules/0/tls/upstream_ca: applies to rules with \"http\" (the SNI gate leaves the TLS "
 			"to the sandbox)"});
@@ -193,7 +194,9 @@ TEST(PolicyHttp, InjectNamesAFileSecretAndAHeaderTheGateDoesNotWrite)
 
 TEST(PolicyHttp, SecretsAreNamedFilesOrEnvFiles)
 {
-	auto secrets = [](const std::string& obj) { return errors_of(rule("\"comment\": \"\"", "\"secrets\": " + obj + ", ")); };
+	auto secrets = [](const std::string& obj) {
+		return errors_of(rule("\"comment\": \"\"", "\"secrets\": " + obj + ", "));
+	};
 	EXPECT_EQ(secrets(R"({"a": {"file": "/x"}, "b": {"env_file": "/y"}})"), Lines{});
 	EXPECT_EQ(secrets(R"({"a": {}, "b": {"file": "/x", "env_file": "/y"}, "c": {"file": "rel"},
 			     "bad name": {"file": "/x"}, "d": {"file": "/x", "mode": 1}, "e": "x"})"),
@@ -201,7 +204,8 @@ TEST(PolicyHttp, SecretsAreNamedFilesOrEnvFiles)
 			 "p.json: secrets/b: needs exactly one of 'file' or 'env_file'",
 			 "p.json: secrets/bad name: a secret's name is 1 to 64 of A-Z a-z 0-9 - _ .",
 			 "p.json: secrets/c/file: 'rel' is not an absolute path",
-			 "p.json: secrets/d: unknown key 'mode'", "p.json: secrets/e: expected an object, got a string"}));
+			 "p.json: secrets/d: unknown key 'mode'",
+			 "p.json: secrets/e: expected an object, got a string"}));
 	EXPECT_EQ(secrets("[]"), Lines{"p.json: secrets: expected an object, got an array"});
 }
 

@@ -103,7 +103,8 @@ Result<Authority, HttpProblem> authority(std::string_view a, const char* what)
 	}
 	if (has_port) {
 		bool digits = !port.empty() && port.size() <= 5 &&
-			      std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+			      std::all_of(port.begin(), port.end(),
+					  [](unsigned char c) { return std::isdigit(c) != 0; });
 		unsigned long n = digits ? std::stoul(std::string(port)) : 0;
 		if (!digits || n < 1 || n > 65535)
 			return bad(fmt::format("{} '{}' has no port 1-65535 after its ':'", what, printable(a)));
@@ -189,9 +190,11 @@ Result<size_t, HttpProblem> head_end(std::string_view b)
 		if (b[i] == '\r' && i + 1 < b.size() && b[i + 1] != '\n')
 			return bad("a CR is not followed by LF");
 		if (b[i] == '\n' && i >= 3 && b.compare(i - 3, 4, "\r\n\r\n") == 0 && i - 3 >= start)
-			return i + 1 > kMaxHeadBytes ? Result<size_t, HttpProblem>(bad(
-							       fmt::format("the head is longer than {} bytes", kMaxHeadBytes), 431))
-						     : Result<size_t, HttpProblem>(i + 1);
+			return i + 1 > kMaxHeadBytes
+				       ? Result<size_t, HttpProblem>(
+						 bad(fmt::format("the head is longer than {} bytes", kMaxHeadBytes),
+						     431))
+				       : Result<size_t, HttpProblem>(i + 1);
 	}
 	if (b.size() > kMaxHeadBytes)
 		return bad(fmt::format("the head is longer than {} bytes", kMaxHeadBytes), 431);
@@ -209,9 +212,11 @@ std::optional<HttpProblem> framing(RequestHead& r)
 		if (n == "content-length") {
 			lengths++;
 			bool digits = !h.value.empty() && h.value.size() <= 18 &&
-				      std::all_of(h.value.begin(), h.value.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+				      std::all_of(h.value.begin(), h.value.end(),
+						  [](unsigned char c) { return std::isdigit(c) != 0; });
 			if (!digits)
-				return bad(fmt::format("Content-Length '{}' is not a number of bytes", printable(h.value)));
+				return bad(fmt::format("Content-Length '{}' is not a number of bytes",
+						       printable(h.value)));
 			r.body = RequestHead::Body::Length;
 			r.length = std::stoull(h.value);
 		} else if (n == "transfer-encoding") {
@@ -268,7 +273,8 @@ std::optional<HttpProblem> framing(RequestHead& r)
 		if (std::find(protocols.begin(), protocols.end(), "h2c") != protocols.end())
 			return bad("HTTP/2 over cleartext (h2c) is refused");
 		if (protocols != std::vector<std::string>{"websocket"} || !upgrade || r.method != "GET")
-			return bad(fmt::format("Upgrade '{}' is not a WebSocket's (GET, Connection: upgrade)", printable(*u)));
+			return bad(fmt::format("Upgrade '{}' is not a WebSocket's (GET, Connection: upgrade)",
+					       printable(*u)));
 		r.websocket = true;
 	}
 	return std::nullopt;
@@ -295,7 +301,8 @@ Result<RequestHead, HttpProblem> read_request_head(std::string_view head)
 	if (method == "PRI" && version == "HTTP/2.0")
 		return bad("HTTP/2 over cleartext (h2c) is refused");
 	if (version != "HTTP/1.1" && version != "HTTP/1.0")
-		return bad(fmt::format("version '{}' is not HTTP/1.1 or HTTP/1.0", printable(version.substr(0, 32))), 505);
+		return bad(fmt::format("version '{}' is not HTTP/1.1 or HTTP/1.0", printable(version.substr(0, 32))),
+			   505);
 	if (method == "CONNECT")
 		return bad("CONNECT inside the gate would open a tunnel it cannot read");
 	r.method = std::string(method);
@@ -342,7 +349,8 @@ Result<size_t, HttpProblem> ChunkedReader::feed(std::string_view in, std::string
 			if (std::isxdigit(c)) {
 				if (++digits_ > 16)
 					return bad("a chunk size has more than 16 digits");
-				left_ = left_ * 16 + static_cast<uint64_t>(std::isdigit(c) ? c - '0' : std::tolower(c) - 'a' + 10);
+				left_ = left_ * 16 +
+					static_cast<uint64_t>(std::isdigit(c) ? c - '0' : std::tolower(c) - 'a' + 10);
 			} else if (c == '\r' && digits_ > 0) {
 				stage_ = Stage::SizeLf;
 			} else if (c == ';') {
@@ -394,8 +402,19 @@ Result<size_t, HttpProblem> ChunkedReader::feed(std::string_view in, std::string
 namespace {
 
 const std::set<std::string> kNeverUpstream = {
-	"host",	      "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
-	"proxy-authorization", "proxy-authenticate", "te", "trailer", "upgrade", "expect", "http2-settings",
+	"host",
+	"content-length",
+	"transfer-encoding",
+	"connection",
+	"keep-alive",
+	"proxy-connection",
+	"proxy-authorization",
+	"proxy-authenticate",
+	"te",
+	"trailer",
+	"upgrade",
+	"expect",
+	"http2-settings",
 };
 
 bool body_method(std::string_view m)
@@ -410,7 +429,8 @@ std::vector<std::string> replaced_headers(const RequestHead& r, const std::vecto
 	std::vector<std::string> out;
 	for (const Header& h : r.headers) {
 		std::string n = lower(h.name);
-		bool replaced = std::any_of(added.begin(), added.end(), [&](const Header& a) { return lower(a.name) == n; });
+		bool replaced = std::any_of(added.begin(), added.end(),
+					    [&](const Header& a) { return lower(a.name) == n; });
 		if (replaced && std::find(out.begin(), out.end(), n) == out.end())
 			out.push_back(n);
 	}

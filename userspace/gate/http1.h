@@ -47,14 +47,14 @@ struct RequestHead {
 	std::string method;
 	std::string target;  // origin-form ("/path?query"): an absolute-form's path
 	bool http10 = false;
-	std::vector<Header> headers;  // as read, in order (Host among them)
-	std::string host;             // the Host's name: lower case, no trailing dot, no port
+	std::vector<Header> headers;   // as read, in order (Host among them)
+	std::string host;              // the Host's name: lower case, no trailing dot, no port
 	std::optional<uint16_t> port;  // the Host's port, if it names one
 	enum class Body { None, Length, Chunked } body = Body::None;
-	uint64_t length = 0;            // Body::Length
-	bool expect_continue = false;   // Expect: 100-continue
-	bool close = false;             // Connection: close, or HTTP/1.0 without keep-alive
-	bool websocket = false;         // Upgrade: websocket
+	uint64_t length = 0;           // Body::Length
+	bool expect_continue = false;  // Expect: 100-continue
+	bool close = false;            // Connection: close, or HTTP/1.0 without keep-alive
+	bool websocket = false;        // Upgrade: websocket
 	// The value of the first header of this name (any case), or nullopt.
 	std::optional<std::string_view> header(std::string_view name) const;
 };
@@ -91,8 +91,8 @@ private:
 // (lower case: what inject sets), then `added`, then Content-Length when
 // there is a body (or the method sends one). Hop-by-hop headers (those
 // Connection names too), Proxy-*, Expect and Keep-Alive never pass.
-std::string upstream_head(const RequestHead&, std::string_view canonical_target, std::string_view host,
-			  uint16_t port, bool tls, const std::vector<Header>& added, uint64_t body_bytes);
+std::string upstream_head(const RequestHead&, std::string_view canonical_target, std::string_view host, uint16_t port,
+			  bool tls, const std::vector<Header>& added, uint64_t body_bytes);
 
 // The lower-case names of the client's headers that `inject` replaces,
 // in the client's order (an audit line says which were replaced).

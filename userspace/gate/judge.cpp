@@ -72,16 +72,18 @@ std::optional<std::string> query_mismatch(const HttpEntry& e, const url::Target&
 				continue;
 			seen = true;
 			if (std::find(q.values.begin(), q.values.end(), p.value) == q.values.end())
-				return fmt::format("query parameter '{}' is '{}', not one of the entry's", printable(q.name),
-						   printable(p.value));
+				return fmt::format("query parameter '{}' is '{}', not one of the entry's",
+						   printable(q.name), printable(p.value));
 		}
 		if (!seen)
 			return fmt::format("query parameter '{}' is missing", printable(q.name));
 	}
 	if (e.query_only)
 		for (const url::QueryParam& p : t.query)
-			if (std::none_of(e.query.begin(), e.query.end(), [&](const HttpQueryRule& q) { return q.name == p.name; }))
-				return fmt::format("query parameter '{}' is not one the entry names", printable(p.name));
+			if (std::none_of(e.query.begin(), e.query.end(),
+					 [&](const HttpQueryRule& q) { return q.name == p.name; }))
+				return fmt::format("query parameter '{}' is not one the entry names",
+						   printable(p.name));
 	return std::nullopt;
 }
 
@@ -112,8 +114,8 @@ std::optional<std::string> field_mismatch(const HttpJsonRule& r, const json& doc
 		return std::nullopt;
 	}
 	if (!matches(v))
-		return fmt::format("body field {} is {}, which is not '{}'", r.pointer, printable(v.dump(-1, ' ', true)),
-				   printable(r.glob));
+		return fmt::format("body field {} is {}, which is not '{}'", r.pointer,
+				   printable(v.dump(-1, ' ', true)), printable(r.glob));
 	return std::nullopt;
 }
 
@@ -134,7 +136,8 @@ struct Body {
 		tried = true;
 		const std::string& ct = req.content_type;
 		bool json_type = ct == "application/json" ||
-				 (ct.size() > 5 && ct.compare(ct.size() - 5, 5, "+json") == 0 && ct.rfind("application/", 0) == 0);
+				 (ct.size() > 5 && ct.compare(ct.size() - 5, 5, "+json") == 0 &&
+				  ct.rfind("application/", 0) == 0);
 		if (!json_type) {
 			problem = fmt::format("the body's type is '{}', not application/json", printable(ct));
 			return nullptr;
@@ -142,7 +145,8 @@ struct Body {
 		std::vector<PolicyError> errors;
 		auto parsed = parse_json_checked(req.body, "body", errors);
 		if (!parsed || !errors.empty()) {
-			problem = "the body is not JSON: " + (errors.empty() ? std::string("invalid") : errors.front().message);
+			problem = "the body is not JSON: " +
+				  (errors.empty() ? std::string("invalid") : errors.front().message);
 			return nullptr;
 		}
 		doc = std::move(parsed);
@@ -159,7 +163,8 @@ std::optional<std::string> mismatch(const HttpEntry& e, const Request& r, Body& 
 	if (auto q = query_mismatch(e, r.target))
 		return q;
 	if (e.max_body_bytes && r.body.size() > *e.max_body_bytes)
-		return fmt::format("the body's {} bytes are more than the entry's {}", r.body.size(), *e.max_body_bytes);
+		return fmt::format("the body's {} bytes are more than the entry's {}", r.body.size(),
+				   *e.max_body_bytes);
 	if (e.json.empty())
 		return std::nullopt;
 	const json* doc = body.get();
@@ -195,7 +200,9 @@ Verdict judge(const HttpGate& g, size_t rule, const Request& r, RateTable& rates
 				v.kind = Verdict::Limited;
 				v.reason = "http-rate";
 				v.detail = fmt::format("entry {}: more than {} requests per {}", i, e.rate->count,
-						       e.rate->per_seconds == 1 ? "second" : e.rate->per_seconds == 60 ? "minute" : "hour");
+						       e.rate->per_seconds == 1    ? "second"
+						       : e.rate->per_seconds == 60 ? "minute"
+										   : "hour");
 				return v;
 			}
 			v.kind = Verdict::Allow;

@@ -49,7 +49,8 @@ Result<FileRead> read_secret_file(const std::string& path)
 	if (!S_ISREG(f.st.st_mode))
 		return Rejection{{"is not a regular file"}};
 	if (static_cast<uint64_t>(f.st.st_size) > kMaxSecretFileBytes)
-		return Rejection{{fmt::format("is {} bytes; a secrets file has at most {}", f.st.st_size, kMaxSecretFileBytes)}};
+		return Rejection{
+			{fmt::format("is {} bytes; a secrets file has at most {}", f.st.st_size, kMaxSecretFileBytes)}};
 	char buf[65536];
 	for (;;) {
 		ssize_t n = ::read(fd.get(), buf, sizeof(buf));
@@ -92,7 +93,8 @@ std::vector<std::pair<std::string, std::string>> env_values(std::string_view tex
 		if (line.empty() || line.front() == '#' || eq == std::string_view::npos || eq == 0)
 			continue;
 		std::string_view key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
-		if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
+		if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+		    value.back() == value.front()) {
 			value = value.substr(1, value.size() - 2);
 		} else if (size_t hash = value.find(" #"); hash != std::string_view::npos) {
 			value = trim(value.substr(0, hash));
@@ -115,14 +117,16 @@ Result<Secrets> read_secrets(const Policy& p)
 		if (!s.env_file) {
 			std::string value(trim(f->text));
 			if (value.size() < kMinSecretBytes)
-				return where(fmt::format("holds {} bytes; a secret has at least {} (shorter ones would be "
-							 "found in ordinary requests)",
-							 value.size(), kMinSecretBytes));
+				return where(
+					fmt::format("holds {} bytes; a secret has at least {} (shorter ones would be "
+						    "found in ordinary requests)",
+						    value.size(), kMinSecretBytes));
 			if (injected(p, s.name)) {
 				if (f->st.st_uid != 0 || (f->st.st_mode & 077) != 0)
-					return where(fmt::format("is injected, so only root may read it: owner uid {}, mode "
-								 "{:04o} (chown root and chmod 600)",
-								 f->st.st_uid, f->st.st_mode & 07777));
+					return where(
+						fmt::format("is injected, so only root may read it: owner uid {}, mode "
+							    "{:04o} (chown root and chmod 600)",
+							    f->st.st_uid, f->st.st_mode & 07777));
 				if (value.find_first_of("\r\n", 0) != std::string::npos)
 					return where("is injected in a header, and holds a line break");
 			}

@@ -18,8 +18,20 @@ bool path_char(unsigned char c)
 	if (unreserved(c))
 		return true;
 	switch (c) {
-	case '!': case '$': case '&': case '\'': case '(': case ')': case '*': case '+': case ',': case ';':
-	case '=': case ':': case '@': case '/':
+	case '!':
+	case '$':
+	case '&':
+	case '\'':
+	case '(':
+	case ')':
+	case '*':
+	case '+':
+	case ',':
+	case ';':
+	case '=':
+	case ':':
+	case '@':
+	case '/':
 		return true;
 	default:
 		return false;
@@ -189,13 +201,15 @@ Result<std::string, TargetProblem> decode_component(std::string_view s)
 		} else if (s[i] == '%') {
 			int b = escaped(s, i);
 			if (b < 0)
-				return TargetProblem{TargetProblem::Malformed, "a '%' not followed by two hex digits in the query"};
+				return TargetProblem{TargetProblem::Malformed,
+						     "a '%' not followed by two hex digits in the query"};
 			if (b == 0)
 				return refused("an encoded NUL (%00) in the query");
 			out += static_cast<char>(b);
 			i += 2;
 		} else if (auto c = static_cast<unsigned char>(s[i]); c < 0x20 || c == 0x7f) {
-			return TargetProblem{TargetProblem::Malformed, fmt::format("a control byte (0x{:02X}) in the query", c)};
+			return TargetProblem{TargetProblem::Malformed,
+					     fmt::format("a control byte (0x{:02X}) in the query", c)};
 		} else {
 			out += s[i];
 		}

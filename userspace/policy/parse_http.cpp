@@ -24,8 +24,8 @@ bool token(std::string_view s)
 // Headers the gate writes itself, or that frame the message: an entry
 // may not inject them.
 const std::set<std::string> kFramingHeaders = {
-	"host",	   "content-length", "transfer-encoding",   "connection", "upgrade", "te", "trailer",
-	"keep-alive", "proxy-connection", "proxy-authorization", "expect",	  "http2-settings",
+	"host",    "content-length", "transfer-encoding", "connection",          "upgrade", "te",
+	"trailer", "keep-alive",     "proxy-connection",  "proxy-authorization", "expect",  "http2-settings",
 };
 
 std::string lower(std::string s)
@@ -57,7 +57,8 @@ std::optional<HttpRate> Parser::http_rate(const json& v, const std::string& path
 	size_t slash = s.find('/');
 	if (slash == std::string::npos || slash == 0 || slash > 7 || slash + 2 != s.size())
 		return bad();
-	if (!std::all_of(s.begin(), s.begin() + static_cast<long>(slash), [](unsigned char c) { return std::isdigit(c); }))
+	if (!std::all_of(s.begin(), s.begin() + static_cast<long>(slash),
+			 [](unsigned char c) { return std::isdigit(c); }))
 		return bad();
 	unsigned long n = std::stoul(s.substr(0, slash));
 	HttpRate r;
@@ -91,9 +92,11 @@ void Parser::http_methods(const json& v, const std::string& path, HttpEntry& e)
 		if (!expect(v[i], mp, v[i].is_string(), "a string"))
 			continue;
 		std::string m = v[i].get<std::string>();
-		if (!token(m) || m.size() > 24 ||
-		    !std::all_of(m.begin(), m.end(), [](unsigned char c) { return std::isupper(c) || c == '-' || c == '_'; }))
-			error(mp, fmt::format("'{}' is not a method (upper case letters, as sent: GET, POST, ...)", printable(m)));
+		if (!token(m) || m.size() > 24 || !std::all_of(m.begin(), m.end(), [](unsigned char c) {
+			    return std::isupper(c) || c == '-' || c == '_';
+		    }))
+			error(mp, fmt::format("'{}' is not a method (upper case letters, as sent: GET, POST, ...)",
+					      printable(m)));
 		else if (m == "CONNECT")
 			error(mp, "CONNECT is refused inside the gate (it would open a tunnel the gate cannot read)");
 		else if (std::find(e.methods.begin(), e.methods.end(), m) != e.methods.end())
@@ -306,9 +309,10 @@ void Parser::http_gate(const json& v, const std::string& path, Rule& r)
 		if (expect(in, ip, in.is_object(), "an object"))
 			for (auto it = in.begin(); it != in.end(); ++it)
 				if (auto ih = inject_header(it.key(), it.value(), join(ip, it.key()))) {
-					bool twice = std::any_of(g.inject.begin(), g.inject.end(), [&](const InjectHeader& o) {
-						return lower(o.name) == lower(ih->name);
-					});
+					bool twice = std::any_of(g.inject.begin(), g.inject.end(),
+								 [&](const InjectHeader& o) {
+									 return lower(o.name) == lower(ih->name);
+								 });
 					if (twice)
 						error(join(ip, it.key()), "is named twice (header names ignore case)");
 					else
@@ -365,9 +369,10 @@ void Parser::check_injects(const Policy& p)
 				if (s == p.secrets.end())
 					error(at, fmt::format("secret '{}' is not in \"secrets\"", part.text));
 				else if (s->env_file)
-					error(at, fmt::format("secret '{}' is an env_file (values never to send); inject "
-							      "takes a file secret",
-							      part.text));
+					error(at,
+					      fmt::format("secret '{}' is an env_file (values never to send); inject "
+							  "takes a file secret",
+							  part.text));
 			}
 	}
 }
