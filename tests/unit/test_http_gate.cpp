@@ -1,0 +1,414 @@
+// The HTTP gate on plain HTTP, without the kernel (proxy/http_gate.h): a
+// gated connection over loopback with stubs of the agent (Gate) and the
+// proxy (HttpGateHost), to an origin that writes down every request it
+// gets. Allowed requests reach it written anew, the injected credential in
+// place of the sandbox's, two on one kept-alive connection; each refusal
+// (entry, path, secret, Host, smuggling, size) is answered by the gate with
+// its status and reason, reported, recorded, and the origin gets nothing.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "gate/http1.h"
+#include "policy/policy.h"
+#include "policy_text.h"
+#include "proxy/http_gate.h"
+#include "util/fd.h"
+
+namespace airlock::proxy {
+namespace {
+
+using namespace std::chrono_literals;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+constexpr auto kDeadline = 10s;
+const std::string kToken = "wk_live_7Hq2Zp9RtX4m";
+const std::string kEnvSecret = "s3cr3t-database-password";
+
+std::pair<Fd, uint16_t> listen_loopback()
+{
+	Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd.get(), 8) != 0 ||
+	    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
+		return {Fd(), 0};
+	return {std::move(fd), ntohs(a.sin_port)};
+}
+
+Fd connect_loopback(uint16_t port, bool nonblocking = false)
+{
+	Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0));
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_port = htons(port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int r = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
+	if (r != 0 && errno != EINPROGRESS)
+		return Fd();
+	return fd;
+}
+
+bool readable_within(int fd, std::chrono::milliseconds deadline)
+{
+	pollfd p{fd, POLLIN, 0};
+	return ::poll(&p, 1, static_cast<int>(deadline.count())) > 0;
+}
+
+void send_all(int fd, std::string_view b)
+{
+	while (!b.empty()) {
+		ssize_t n = ::send(fd, b.data(), b.size(), MSG_NOSIGNAL);
+		if (n <= 0)
+			return;
+		b.remove_prefix(static_cast<size_t>(n));
+	}
+}
+
+// Everything until EOF (nullopt: the deadline came first).
+std::optional<std::string> read_to_eof(int fd)
+{
+	std::string out;
+	auto end = std::chrono::steady_clock::now() + kDeadline;
+	for (;;) {
+		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+		if (left.count() <= 0 || !readable_within(fd, left))
+			return std::nullopt;
+		char buf[4096];
+		ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+		if (n <= 0)
+			return out;
+		out.append(buf, static_cast<size_t>(n));
+	}
+}
+
+// An origin on loopback: every request's head and body, in order; each
+// answered 200 with "saw METHOD TARGET" (chunked when the target says so).
+class OriginServer {
+public:
+	OriginServer()
+	{
+		auto [fd, port] = listen_loopback();
+		listener_ = std::move(fd);
+		port_ = port;
+		thread_ = std::thread([this] { serve(); });
+	}
+	~OriginServer()
+	{
+		stop_ = true;
+		::shutdown(listener_.get(), SHUT_RDWR);
+		thread_.join();
+	}
+	uint16_t port() const { return port_; }
+	std::vector<std::string> seen()
+	{
+		std::lock_guard lock(mu_);
+		return seen_;
+	}
+
+private:
+	void serve()
+	{
+		while (!stop_) {
+			if (!readable_within(listener_.get(), 100ms))
+				continue;
+			Fd c(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+			if (!c.valid())
+				continue;
+			std::string in;
+			for (;;) {
+				size_t end = in.find("\r\n\r\n");
+				if (end == std::string::npos) {
+					if (!readable_within(c.get(), 2000ms))
+						break;
+					char buf[4096];
+					ssize_t n = ::recv(c.get(), buf, sizeof(buf), 0);
+					if (n <= 0)
+						break;
+					in.append(buf, static_cast<size_t>(n));
+					continue;
+				}
+				std::string head = in.substr(0, end + 4);
+				auto r = gate::read_request_head(head);
+				size_t len = r && r->body == gate::RequestHead::Body::Length ? r->length : 0;
+				while (in.size() < end + 4 + len && readable_within(c.get(), 2000ms)) {
+					char buf[4096];
+					ssize_t n = ::recv(c.get(), buf, sizeof(buf), 0);
+					if (n <= 0)
+						break;
+					in.append(buf, static_cast<size_t>(n));
+				}
+				{
+					std::lock_guard lock(mu_);
+					seen_.push_back(in.substr(0, end + 4 + len));
+				}
+				in.erase(0, end + 4 + len);
+				std::string line = head.substr(0, head.find("\r\n"));
+				std::string body = "saw " + line.substr(0, line.rfind(' '));
+				if (line.rfind("HEAD ", 0) == 0)
+					send_all(c.get(), "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+				else if (line.find("/chunked") != std::string::npos)
+					send_all(c.get(), "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+								  fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", body.size(), body));
+				else
+					send_all(c.get(), fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}",
+								      body.size(), body));
+			}
+		}
+	}
+
+	Fd listener_;
+	uint16_t port_ = 0;
+	std::atomic<bool> stop_{false};
+	std::thread thread_;
+	std::mutex mu_;
+	std::vector<std::string> seen_;
+};
+
+class StubGate : public Gate {
+public:
+	StubGate(net::io_context& io, uint16_t origin_port) : io_(io), port_(origin_port) {}
+	const GateRule* rule(uint16_t) const override { return nullptr; }
+	std::string learned_name(const Address&) const override { return "wiki.example.org"; }
+	void connect(int, const proxy::Origin&, std::function<void(int, int)> done) override
+	{
+		Fd fd = connect_loopback(port_, true);
+		int raw = fd.release();
+		net::post(io_, [raw, done] { done(raw, raw < 0 ? ECONNREFUSED : 0); });
+	}
+	void violation(const proxy::Origin&, const std::string&, const std::string& reason) override
+	{
+		std::lock_guard lock(mu);
+		violations.push_back(reason);
+	}
+	std::mutex mu;
+	std::vector<std::string> violations;
+
+private:
+	net::io_context& io_;
+	uint16_t port_;
+};
+
+class StubHost : public HttpGateHost {
+public:
+	explicit StubHost(HttpGateRule r) : rule_(std::move(r)), never_({{"wiki-token", kToken}, {"env/DB", kEnvSecret}})
+	{
+	}
+	const HttpGateRule* http_rule(uint16_t) const override { return &rule_; }
+	gate::RateTable& rates() override { return rates_; }
+	const gate::NeverSend& never_send() const override { return never_; }
+	std::optional<std::string> secret(const std::string& name) const override
+	{
+		return name == "wiki-token" ? std::optional<std::string>(kToken) : std::nullopt;
+	}
+	void record_request(const proxy::Origin&, const GateRequestRecord& r) override
+	{
+		std::lock_guard lock(mu);
+		records.push_back(r);
+	}
+	void forget_http(HttpGateConnection*) override {}
+	std::mutex mu;
+	std::vector<GateRequestRecord> records;
+
+private:
+	HttpGateRule rule_;
+	gate::RateTable rates_;
+	gate::NeverSend never_;
+};
+
+HttpGateRule wiki_rule()
+{
+	Policy p = policy_test::parse_ok(R"({"version": 1, "name": "t",
+	  "secrets": {"wiki-token": {"file": "/etc/airlock/wiki-token"}},
+	  "rules": [{"action": "allow", "domain": "wiki.example.org", "protocol": "tcp", "http": [
+	    {"methods": ["GET", "HEAD"], "path": "/wiki/*"},
+	    {"methods": ["POST"], "path": "/api/mail/send", "json": {"/to": "*@example.org"}, "max_body_bytes": 4096}
+	  ], "inject": {"Authorization": "Bearer ${secret:wiki-token}"}}]})");
+	return HttpGateRule{"wiki.example.org", false, *p.rules.at(0).http};
+}
+
+class HttpGateTest : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		auto [fd, port] = listen_loopback();
+		listener_ = std::move(fd);
+		port_ = port;
+		gate_ = std::make_shared<StubGate>(io_, origin_.port());
+		host_ = std::make_shared<StubHost>(wiki_rule());
+		thread_ = std::thread([this] { io_.run(); });
+	}
+	void TearDown() override
+	{
+		work_.reset();
+		net::post(io_, [this] {
+			for (auto& c : conns_)
+				c->stop();
+		});
+		thread_.join();
+	}
+
+	// The sandbox's side of one gated connection.
+	Fd open()
+	{
+		Fd client = connect_loopback(port_);
+		int accepted = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+		net::post(io_, [this, accepted] {
+			proxy::Origin o;
+			o.addr = *parse_address("127.0.0.1");
+			o.port = origin_.port();
+			o.rule = 0;
+			auto c = make_http_gate_connection(io_, tcp::socket(io_, tcp::v4(), accepted), o, gate_, host_,
+							   HttpGateLimits{5s, 1 << 20});
+			conns_.push_back(c);
+			c->start();
+		});
+		return client;
+	}
+
+	// The whole answer to `requests` sent on one connection.
+	std::string exchange(const std::string& requests)
+	{
+		Fd c = open();
+		send_all(c.get(), requests);
+		return read_to_eof(c.get()).value_or("(no end within the deadline)");
+	}
+
+	std::vector<GateRequestRecord> records()
+	{
+		std::lock_guard lock(host_->mu);
+		return host_->records;
+	}
+	std::vector<std::string> violations()
+	{
+		std::lock_guard lock(gate_->mu);
+		return gate_->violations;
+	}
+
+	OriginServer origin_;
+	net::io_context io_;
+	std::optional<net::executor_work_guard<net::io_context::executor_type>> work_{net::make_work_guard(io_)};
+	Fd listener_;
+	uint16_t port_ = 0;
+	std::shared_ptr<StubGate> gate_;
+	std::shared_ptr<StubHost> host_;
+	std::vector<std::shared_ptr<HttpGateConnection>> conns_;
+	std::thread thread_;
+};
+
+const std::string kHost = "Host: wiki.example.org\r\n";
+
+TEST_F(HttpGateTest, AllowedRequestsGoUpstreamWrittenAnewWithTheCredentialInjected)
+{
+	std::string answer = exchange("GET /wiki/%4dain_Page?x=a+b HTTP/1.1\r\n" + kHost +
+				      "Authorization: Bearer agent-made\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\r\n"
+				      "HEAD /wiki/chunked HTTP/1.1\r\n" + kHost + "\r\n"
+				      "GET /wiki/chunked HTTP/1.1\r\n" + kHost + "Connection: close\r\n\r\n");
+	// A HEAD's answer has no body: its framing headers are the origin's
+	// to describe a GET, and hop-by-hop.
+	EXPECT_EQ(answer, "HTTP/1.1 200 OK\r\nContent-Length: 31\r\n\r\nsaw GET /wiki/Main_Page?x=a%20b"
+			  "HTTP/1.1 200 OK\r\n\r\n"
+			  "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+			  "15\r\nsaw GET /wiki/chunked\r\n0\r\n\r\n");
+	auto seen = origin_.seen();
+	ASSERT_EQ(seen.size(), 3u);
+	// Host names the port: the origin's is not HTTP's.
+	const std::string host = "Host: wiki.example.org:" + std::to_string(origin_.port()) + "\r\n";
+	EXPECT_EQ(seen[0], "GET /wiki/Main_Page?x=a%20b HTTP/1.1\r\n" + host + "Authorization: Bearer " + kToken +
+				   "\r\n\r\n");
+	EXPECT_EQ(seen[1], "HEAD /wiki/chunked HTTP/1.1\r\n" + host + "Authorization: Bearer " + kToken + "\r\n\r\n");
+	auto recs = records();
+	ASSERT_EQ(recs.size(), 3u);
+	EXPECT_EQ(recs[0].status, 200u);
+	EXPECT_EQ(recs[0].entry, 0u);
+	EXPECT_EQ(recs[0].path, "/wiki/Main_Page");
+	EXPECT_EQ(recs[0].replaced, std::vector<std::string>{"authorization"});
+	EXPECT_EQ(recs[0].reason, "");
+	EXPECT_EQ(violations(), std::vector<std::string>{});
+	EXPECT_EQ(answer.find(kToken), std::string::npos) << "the sandbox never reads the credential";
+}
+
+TEST_F(HttpGateTest, AJsonBodyInChunksIsJudgedWhole)
+{
+	std::string body = R"({"to": "ann@example.org", "text": "hi"})";
+	std::string answer = exchange("POST /api/mail/send HTTP/1.1\r\n" + kHost +
+				      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+				      fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", body.size(), body));
+	EXPECT_EQ(answer.substr(0, 15), "HTTP/1.1 200 OK");
+	auto seen = origin_.seen();
+	ASSERT_EQ(seen.size(), 1u);
+	EXPECT_EQ(seen[0], "POST /api/mail/send HTTP/1.1\r\nHost: wiki.example.org:" + std::to_string(origin_.port()) +
+				   "\r\nContent-Type: application/json\r\n"
+			   "Authorization: Bearer " + kToken + "\r\nContent-Length: " + std::to_string(body.size()) +
+				   "\r\n\r\n" + body);
+}
+
+struct Refusal {
+	std::string request;
+	unsigned status;
+	std::string reason;
+	std::string detail;
+};
+
+TEST_F(HttpGateTest, EachRefusalIsAnsweredByTheGateAndNothingGoesUpstream)
+{
+	const std::vector<Refusal> cases = {
+		{"POST /wiki/x HTTP/1.1\r\n" + kHost + "Content-Length: 0\r\n\r\n", 403, "http-deny",
+		 "no entry allows POST /wiki/x"},
+		{"GET /wiki/%2e%2e/admin HTTP/1.1\r\n" + kHost + "\r\n", 403, "http-path", "a '..' segment"},
+		{"GET /wiki/..%2fadmin HTTP/1.1\r\n" + kHost + "\r\n", 403, "http-path", "an encoded '/' (%2F)"},
+		{"GET /wiki/x?t=" + kToken + " HTTP/1.1\r\n" + kHost + "\r\n", 403, "secret",
+		 "the request carries secret 'wiki-token'"},
+		{"GET /wiki/x HTTP/1.1\r\n" + kHost + "X-Note: czNjcjN0LWRhdGFiYXNlLXBhc3N3b3Jk\r\n\r\n", 403, "secret",
+		 "the request carries secret 'env/DB'"},
+		{"POST /api/mail/send HTTP/1.1\r\n" + kHost + "Content-Type: application/json\r\nContent-Length: 37\r\n\r\n"
+		 R"({"to": "eve@evil.test", "x": "....."})",
+		 403, "http-deny", "entry 1: body field /to is \"eve@evil.test\", which is not '*@example.org'"},
+		{"GET /wiki/x HTTP/1.1\r\nHost: other.example.org\r\n\r\n", 400, "http-host",
+		 "Host 'other.example.org' is not the rule's name"},
+		{"GET /wiki/x HTTP/1.1\r\nHost: wiki.example.org:1\r\n\r\n", 400, "http-host",
+		 "Host names port 1, the connection went to " + std::to_string(origin_.port())},
+		{"POST /api/mail/send HTTP/1.1\r\n" + kHost + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		 400, "http-malformed", "both Content-Length and Transfer-Encoding"},
+		{"POST /api/mail/send HTTP/1.1\r\n" + kHost + "Content-Length: 9999999\r\n\r\n", 413, "http-body-size",
+		 "the body's 9999999 bytes are more than 1048576"},
+	};
+	for (const Refusal& r : cases) {
+		std::string answer = exchange(r.request);
+		std::string status_line = answer.substr(0, answer.find("\r\n"));
+		EXPECT_EQ(status_line.substr(0, 12), "HTTP/1.1 " + std::to_string(r.status)) << r.request;
+		EXPECT_NE(answer.find("\"reason\":\"" + r.reason + "\""), std::string::npos) << answer;
+		EXPECT_EQ(answer.find(kToken), std::string::npos) << "a refusal never shows a secret";
+		auto recs = records();
+		ASSERT_FALSE(recs.empty());
+		EXPECT_EQ(recs.back().reason, r.reason) << r.request;
+		EXPECT_EQ(recs.back().detail, r.detail) << r.request;
+		EXPECT_EQ(recs.back().status, r.status);
+		auto v = violations();
+		ASSERT_FALSE(v.empty());
+		EXPECT_EQ(v.back(), r.reason + ": " + r.detail);
+	}
+	EXPECT_EQ(origin_.seen().size(), 0u) << "nothing of a refused request goes upstream";
+}
+
+}  // namespace
+}  // namespace airlock::proxy

@@ -1,0 +1,471 @@
+#include "proxy/http_gate.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gate/http1.h"
+#include "net/url.h"
+#include "proxy/conn_common.h"
+
+namespace airlock::proxy {
+
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+
+bool host_in_rule(const std::string& host, const HttpGateRule& r)
+{
+	if (r.domain.empty())
+		return true;  // a CIDR rule: the name is checked against the address
+	if (!r.wildcard)
+		return host == r.domain;
+	return host.size() > r.domain.size() + 1 && host.compare(host.size() - r.domain.size(), r.domain.size(), r.domain) == 0 &&
+	       host[host.size() - r.domain.size() - 1] == '.';
+}
+
+namespace {
+
+constexpr size_t kPiece = 16 * 1024;
+
+const char* status_text(unsigned s)
+{
+	switch (s) {
+	case 400:
+		return "Bad Request";
+	case 403:
+		return "Forbidden";
+	case 413:
+		return "Content Too Large";
+	case 417:
+		return "Expectation Failed";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 502:
+		return "Bad Gateway";
+	case 505:
+		return "HTTP Version Not Supported";
+	default:
+		return "Error";
+	}
+}
+
+// The media type of a Content-Type, lower case, without parameters.
+std::string media_type(std::optional<std::string_view> v)
+{
+	if (!v)
+		return "";
+	std::string_view t = v->substr(0, v->find(';'));
+	while (!t.empty() && (t.back() == ' ' || t.back() == '\t'))
+		t.remove_suffix(1);
+	return lower(t);
+}
+
+class Conn : public HttpGateConnection, public std::enable_shared_from_this<Conn> {
+public:
+	Conn(net::io_context& io, tcp::socket s, Origin origin, std::shared_ptr<Gate> gate,
+	     std::shared_ptr<HttpGateHost> host, HttpGateLimits limits)
+	    : gate_(std::move(gate)), host_(std::move(host)), limits_(limits), client_(std::move(s)), upstream_(io),
+	      timer_(io), origin_(std::move(origin))
+	{
+	}
+
+	void start() override
+	{
+		arm();
+		next_request();
+	}
+
+	void stop() override { finish(); }
+
+private:
+	void arm()
+	{
+		timer_.expires_after(limits_.idle_timeout);
+		timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+			if (!ec)
+				self->finish();
+		});
+	}
+
+	void read_more(void (Conn::*then)())
+	{
+		size_t have = in_.size();
+		in_.resize(have + kPiece);
+		client_.async_read_some(net::buffer(in_.data() + have, kPiece),
+					[self = shared_from_this(), have, then](const error_code& ec, size_t n) {
+						self->in_.resize(have + n);
+						if (self->done_)
+							return;
+						if (ec)
+							return self->finish();
+						self->arm();
+						((*self).*then)();
+					});
+	}
+
+	void next_request()
+	{
+		rec_ = GateRequestRecord{};
+		body_.clear();
+		chunks_ = gate::ChunkedReader{};
+		read_head();
+	}
+
+	void read_head()
+	{
+		auto end = gate::head_end(in_);
+		if (!end)
+			return refuse(end.rejection().status, "http-malformed", end.rejection().message);
+		if (*end == 0)
+			return read_more(&Conn::read_head);
+		head_bytes_ = in_.substr(0, *end);
+		in_.erase(0, *end);
+		on_head();
+	}
+
+	void on_head()
+	{
+		auto h = gate::read_request_head(head_bytes_);
+		if (!h)
+			return refuse(h.rejection().status, "http-malformed", h.rejection().message);
+		head_ = std::move(*h);
+		rec_.method = head_.method;
+		rec_.host = head_.host;
+		rule_ = host_->http_rule(origin_.rule);
+		if (!rule_)
+			return finish();
+		if (auto why = host_problem())
+			return refuse(400, "http-host", *why);
+		auto t = url::canonical_target(head_.target);
+		if (!t) {
+			bool path = t.rejection().kind == url::TargetProblem::Path;
+			return refuse(path ? 403 : 400, path ? "http-path" : "http-malformed", t.rejection().message);
+		}
+		target_ = std::move(*t);
+		rec_.path = target_.path;
+		limit_ = limits_.default_max_body;
+		for (const HttpEntry& e : rule_->http.entries)
+			if (e.max_body_bytes)
+				limit_ = std::max(limit_, *e.max_body_bytes);
+		if (head_.body == gate::RequestHead::Body::Length && head_.length > limit_)
+			return refuse(413, "http-body-size",
+				      fmt::format("the body's {} bytes are more than {}", head_.length, limit_));
+		if (head_.expect_continue && head_.body != gate::RequestHead::Body::None) {
+			static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+			return net::async_write(client_, net::buffer(kContinue),
+						[self = shared_from_this()](const error_code& ec, size_t) {
+							if (ec || self->done_)
+								return self->finish();
+							self->read_body();
+						});
+		}
+		read_body();
+	}
+
+	// The name a request may carry: the rule's, and the one this sandbox
+	// resolved to the address (or, for an address rule, the address).
+	std::optional<std::string> host_problem() const
+	{
+		if (head_.port && *head_.port != origin_.port)
+			return fmt::format("Host names port {}, the connection went to {}", *head_.port, origin_.port);
+		if (!host_in_rule(head_.host, *rule_))
+			return fmt::format("Host '{}' is not the rule's name", head_.host);
+		if (head_.host == format_address(origin_.addr) && rule_->domain.empty())
+			return std::nullopt;
+		std::string learned = gate_->learned_name(origin_.addr);
+		if (learned != head_.host)
+			return fmt::format("Host '{}' is not the name this sandbox resolved to {}{}", head_.host,
+					   format_address(origin_.addr), learned.empty() ? "" : " ('" + learned + "')");
+		return std::nullopt;
+	}
+
+	void read_body()
+	{
+		if (head_.body == gate::RequestHead::Body::Length) {
+			size_t take = static_cast<size_t>(std::min<uint64_t>(head_.length - body_.size(), in_.size()));
+			body_.append(in_, 0, take);
+			in_.erase(0, take);
+			if (body_.size() < head_.length)
+				return read_more(&Conn::read_body);
+		} else if (head_.body == gate::RequestHead::Body::Chunked) {
+			auto used = chunks_.feed(in_, body_);
+			if (!used)
+				return refuse(400, "http-malformed", used.rejection().message);
+			in_.erase(0, *used);
+			if (body_.size() > limit_)
+				return refuse(413, "http-body-size", fmt::format("the body is more than {} bytes", limit_));
+			if (!chunks_.done())
+				return read_more(&Conn::read_body);
+		}
+		on_request();
+	}
+
+	void on_request()
+	{
+		rec_.body_bytes = body_.size();
+		gate::NeverSend::Scan scan(host_->never_send());
+		scan.feed(head_bytes_);
+		scan.feed(body_);
+		if (auto found = scan.found()) {
+			rec_.secret = *found;
+			return refuse(403, "secret", fmt::format("the request carries secret '{}'", *found));
+		}
+		gate::Request req{head_.method, head_.host, target_, media_type(head_.header("content-type")), body_};
+		gate::Verdict v = gate::judge(rule_->http, origin_.rule, req, host_->rates(), gate::RateTable::Clock::now());
+		rec_.entry = v.entry;
+		if (v.kind == gate::Verdict::Deny)
+			return refuse(403, v.reason, v.detail);
+		if (v.kind == gate::Verdict::Limited)
+			return refuse(429, v.reason, v.detail);
+		std::vector<gate::Header> added;
+		for (const InjectHeader& h : rule_->http.inject) {
+			std::string value;
+			for (const InjectPart& part : h.value) {
+				if (!part.secret) {
+					value += part.text;
+					continue;
+				}
+				auto s = host_->secret(part.text);
+				if (!s)
+					return refuse(502, "secret-missing",
+						      fmt::format("secret '{}' to inject is not loaded", part.text));
+				value += *s;
+			}
+			added.push_back({h.name, std::move(value)});
+		}
+		rec_.replaced = gate::replaced_headers(head_, added);
+		out_ = gate::upstream_head(head_, target_.serialized(), head_.host, origin_.port, false, added, body_.size());
+		out_ += body_;
+		if (upstream_.is_open())
+			return send_upstream();
+		gate_->connect(client_.native_handle(), origin_,
+			       [self = shared_from_this()](int fd, int err) { self->on_upstream(fd, err); });
+	}
+
+	void on_upstream(int fd, int err)
+	{
+		if (done_) {
+			if (fd >= 0)
+				::close(fd);
+			return;
+		}
+		if (fd < 0)
+			return upstream_failed(std::strerror(err));
+		error_code ec;
+		upstream_.assign(origin_.addr.family == AL_FAMILY_IPV4 ? tcp::v4() : tcp::v6(), fd, ec);
+		if (ec) {
+			::close(fd);
+			return upstream_failed(ec.message());
+		}
+		upstream_.async_wait(tcp::socket::wait_write, [self = shared_from_this()](const error_code& e) {
+			if (self->done_)
+				return;
+			int so = 0;
+			socklen_t len = sizeof(so);
+			if (e)
+				return self->upstream_failed(e.message());
+			if (::getsockopt(self->upstream_.native_handle(), SOL_SOCKET, SO_ERROR, &so, &len) != 0)
+				so = errno;
+			if (so)
+				return self->upstream_failed(std::strerror(so));
+			self->send_upstream();
+		});
+	}
+
+	void send_upstream()
+	{
+		net::async_write(upstream_, net::buffer(out_), [self = shared_from_this()](const error_code& ec, size_t) {
+			if (self->done_)
+				return;
+			if (ec)
+				return self->upstream_failed(ec.message());
+			self->read_response();
+		});
+	}
+
+	void read_response()
+	{
+		resp_.emplace();
+		resp_->body_limit(boost::none);
+		if (head_.method == "HEAD")
+			resp_->skip(true);
+		http::async_read_header(upstream_, up_buf_, *resp_,
+					[self = shared_from_this()](const error_code& ec, size_t) {
+						if (self->done_)
+							return;
+						if (ec)
+							return self->upstream_failed(ec.message());
+						self->arm();
+						self->write_response_head();
+					});
+	}
+
+	void write_response_head()
+	{
+		const auto& m = resp_->get();
+		rec_.status = m.result_int();
+		bool no_body = resp_->is_done();
+		length_ = resp_->content_length();
+		chunked_out_ = !no_body && !length_;
+		std::string h = fmt::format("HTTP/1.1 {} {}\r\n", m.result_int(), std::string(m.reason()));
+		for (const auto& f : m) {
+			std::string n = lower(std::string(f.name_string()));
+			if (n == "connection" || n == "keep-alive" || n == "transfer-encoding" || n == "te" ||
+			    n == "trailer" || n == "upgrade" || n == "proxy-connection")
+				continue;
+			if (n == "content-length" && chunked_out_)
+				continue;
+			h += fmt::format("{}: {}\r\n", std::string(f.name_string()), std::string(f.value()));
+		}
+		if (chunked_out_)
+			h += "Transfer-Encoding: chunked\r\n";
+		keep_ = resp_->keep_alive() && !head_.close && !head_.http10;
+		if (!keep_)
+			h += "Connection: close\r\n";
+		h += "\r\n";
+		back_ = std::move(h);
+		net::async_write(client_, net::buffer(back_), [self = shared_from_this()](const error_code& ec, size_t) {
+			if (ec || self->done_)
+				return self->finish();
+			self->relay_body();
+		});
+	}
+
+	void relay_body()
+	{
+		if (resp_->is_done())
+			return response_done();
+		auto& b = resp_->get().body();
+		b.data = piece_;
+		b.size = sizeof(piece_);
+		http::async_read(upstream_, up_buf_, *resp_, [self = shared_from_this()](error_code ec, size_t) {
+			if (self->done_)
+				return;
+			if (ec == http::error::need_buffer)
+				ec = {};
+			if (ec)
+				return self->finish();  // the origin broke off: so does the sandbox's answer
+			self->arm();
+			size_t n = sizeof(self->piece_) - self->resp_->get().body().size;
+			self->back_.clear();
+			if (self->chunked_out_ && n > 0)
+				self->back_ = fmt::format("{:x}\r\n", n);
+			self->back_.append(self->piece_, n);
+			if (self->chunked_out_ && n > 0)
+				self->back_ += "\r\n";
+			net::async_write(self->client_, net::buffer(self->back_),
+					 [self](const error_code& e, size_t) {
+						 if (e || self->done_)
+							 return self->finish();
+						 self->relay_body();
+					 });
+		});
+	}
+
+	void response_done()
+	{
+		auto after = [self = shared_from_this()] {
+			self->host_->record_request(self->origin_, self->rec_);
+			if (!self->keep_)
+				return self->finish();
+			self->next_request();
+		};
+		if (!chunked_out_)
+			return after();
+		back_ = "0\r\n\r\n";
+		net::async_write(client_, net::buffer(back_), [self = shared_from_this(), after](const error_code& ec, size_t) {
+			if (ec || self->done_)
+				return self->finish();
+			after();
+		});
+	}
+
+	void upstream_failed(const std::string& why)
+	{
+		rec_.detail = "the origin: " + why;
+		answer(502, nlohmann::json{{"airlock", "upstream"}, {"detail", rec_.detail}});
+	}
+
+	// A request the gate answers itself: recorded, reported, closed.
+	void refuse(unsigned status, const std::string& reason, const std::string& detail)
+	{
+		rec_.reason = reason;
+		rec_.detail = detail;
+		gate_->violation(origin_, head_.host, fmt::format("{}: {}", reason, detail));
+		nlohmann::json body{{"airlock", "denied"}, {"rule", origin_.rule}, {"reason", reason}, {"detail", detail}};
+		body["entry"] = rec_.entry ? nlohmann::json(*rec_.entry) : nlohmann::json(nullptr);
+		answer(status, body);
+	}
+
+	void answer(unsigned status, const nlohmann::json& body)
+	{
+		if (done_)
+			return;
+		rec_.status = status;
+		host_->record_request(origin_, rec_);
+		std::string text = body.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + "\n";
+		back_ = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
+				    "Connection: close\r\n\r\n{}",
+				    status, status_text(status), text.size(), text);
+		net::async_write(client_, net::buffer(back_),
+				 [self = shared_from_this()](const error_code&, size_t) { self->finish(); });
+	}
+
+	void finish()
+	{
+		if (done_)
+			return;
+		done_ = true;
+		timer_.cancel();
+		error_code ec;
+		client_.shutdown(tcp::socket::shutdown_both, ec);
+		client_.close(ec);
+		upstream_.close(ec);
+		host_->forget_http(this);
+	}
+
+	std::shared_ptr<Gate> gate_;
+	std::shared_ptr<HttpGateHost> host_;
+	HttpGateLimits limits_;
+	tcp::socket client_, upstream_;
+	net::steady_timer timer_;
+	Origin origin_;
+	bool done_ = false, keep_ = false, chunked_out_ = false;
+	std::string in_, head_bytes_, body_, out_, back_;
+	gate::RequestHead head_;
+	gate::ChunkedReader chunks_;
+	url::Target target_;
+	const HttpGateRule* rule_ = nullptr;
+	uint64_t limit_ = 0;
+	boost::optional<uint64_t> length_;
+	GateRequestRecord rec_;
+	boost::beast::flat_buffer up_buf_;
+	std::optional<http::response_parser<http::buffer_body>> resp_;
+	char piece_[kPiece];
+};
+
+}  // namespace
+
+std::shared_ptr<HttpGateConnection> make_http_gate_connection(net::io_context& io, tcp::socket s, Origin origin,
+							      std::shared_ptr<Gate> gate,
+							      std::shared_ptr<HttpGateHost> host, HttpGateLimits limits)
+{
+	return std::make_shared<Conn>(io, std::move(s), std::move(origin), std::move(gate), std::move(host), limits);
+}
+
+}  // namespace airlock::proxy

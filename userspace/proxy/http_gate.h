@@ -1,0 +1,93 @@
+#pragma once
+// The HTTP gate on a connection of an inspected rule (docs/gate.md): each
+// request read whole and strictly (gate/http1.h), its target in canonical
+// form (net/url.h), its Host the rule's and the name this sandbox resolved
+// to the address, its bytes scanned for every secret (gate/never_send.h),
+// judged against the rule's entries as the policy has them when it
+// arrives (gate/judge.h). A refused request is answered by the gate (400,
+// 403, 413, 429) and nothing of it goes upstream; an allowed one is
+// written anew (gate::upstream_head, injected headers in place of the
+// client's) to a socket the agent opens to the original address, and the
+// origin's answer streams back. Keep-alive: every request on its own.
+//
+// The connection is plain HTTP here; TLS on either side is a stream below
+// this one.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "gate/judge.h"
+#include "gate/never_send.h"
+#include "policy/policy.h"
+#include "proxy/records.h"  // Origin
+#include "proxy/sni_gate.h"  // Gate
+
+namespace airlock::proxy {
+
+// What the gate knows of an inspected rule.
+struct HttpGateRule {
+	std::string domain;  // lower case, without "*."; "" for a CIDR rule
+	bool wildcard = false;
+	HttpGate http;
+};
+
+// One request as the gate decided it: an audit line, never a secret's
+// value, never the query's values.
+struct GateRequestRecord {
+	std::string method;
+	std::string host;
+	std::string path;                   // the canonical path, without the query
+	std::optional<size_t> entry;        // the entry that decided
+	std::string reason;                 // "" allowed; http-malformed, http-host, http-path, http-deny, http-rate, http-body-size, secret
+	std::string detail;                 // why, one line
+	std::string secret;                 // reason "secret": the secret's name
+	std::vector<std::string> replaced;  // the client's headers inject replaced (lower case)
+	unsigned status = 0;                // what the sandbox got (the origin's, or the gate's)
+	uint64_t body_bytes = 0;            // the request's body, sent upstream or not
+};
+
+class HttpGateConnection;
+
+// What a connection asks of the proxy that accepted it.
+class HttpGateHost {
+public:
+	virtual ~HttpGateHost() = default;
+	// The rule of this index as the policy in force has it (nullptr: not
+	// an inspected rule now: the connection ends).
+	virtual const HttpGateRule* http_rule(uint16_t index) const = 0;
+	virtual gate::RateTable& rates() = 0;
+	virtual const gate::NeverSend& never_send() const = 0;
+	// An injectable secret's value by name (nullopt: none: the request is
+	// refused rather than sent without it).
+	virtual std::optional<std::string> secret(const std::string& name) const = 0;
+	virtual void record_request(const Origin&, const GateRequestRecord&) = 0;
+	virtual void forget_http(HttpGateConnection*) = 0;
+};
+
+class HttpGateConnection {
+public:
+	virtual ~HttpGateConnection() = default;
+	virtual void start() = 0;
+	virtual void stop() = 0;
+};
+
+struct HttpGateLimits {
+	std::chrono::milliseconds idle_timeout{30000};
+	uint64_t default_max_body = 1 << 20;  // a request body, where no entry says more
+};
+
+std::shared_ptr<HttpGateConnection> make_http_gate_connection(boost::asio::io_context&, boost::asio::ip::tcp::socket,
+							      Origin, std::shared_ptr<Gate>,
+							      std::shared_ptr<HttpGateHost>, HttpGateLimits);
+
+// Whether a Host names what the rule allows.
+bool host_in_rule(const std::string& host, const HttpGateRule&);
+
+}  // namespace airlock::proxy
