@@ -18,10 +18,11 @@ if [[ -z $fmt ]] || ! "$fmt" --version | grep -q 'version 14\.'; then
   echo "scripts/format.sh: needs clang-format 14 (scripts/deps.sh installs it), found '${fmt:-none}'" >&2
   exit 2
 fi
-# The tracked sources, or in a tree that is not a git checkout the folders
-# that hold them.
+# The sources git knows or would (tracked, and new ones not ignored: a file
+# about to be added is formatted and checked too), or in a tree that is not
+# a git checkout the folders that hold them.
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  list() { git ls-files -z -- '*.c' '*.h' '*.cpp' '*.hpp'; }
+  list() { git ls-files -z --cached --others --exclude-standard -- '*.c' '*.h' '*.cpp' '*.hpp'; }
 else
   list() { find bench bpf include tests userspace vmtests -type f \
     \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) -print0; }

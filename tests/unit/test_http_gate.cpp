@@ -90,7 +90,8 @@ std::optional<std::string> read_to_eof(int fd)
 	std::string out;
 	auto end = std::chrono::steady_clock::now() + kDeadline;
 	for (;;) {
-		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end -
+										  std::chrono::steady_clock::now());
 		if (left.count() <= 0 || !readable_within(fd, left))
 			return std::nullopt;
 		char buf[4096];
@@ -167,8 +168,9 @@ private:
 				if (line.rfind("HEAD ", 0) == 0)
 					send_all(c.get(), "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
 				else if (line.find("/chunked") != std::string::npos)
-					send_all(c.get(), "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
-								  fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", body.size(), body));
+					send_all(c.get(),
+						 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+							 fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", body.size(), body));
 				else
 					send_all(c.get(), fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{}",
 								      body.size(), body));
@@ -210,7 +212,8 @@ private:
 
 class StubHost : public HttpGateHost {
 public:
-	explicit StubHost(HttpGateRule r) : rule_(std::move(r)), never_({{"wiki-token", kToken}, {"env/DB", kEnvSecret}})
+	explicit StubHost(HttpGateRule r)
+	    : rule_(std::move(r)), never_({{"wiki-token", kToken}, {"env/DB", kEnvSecret}})
 	{
 	}
 	const HttpGateRule* http_rule(uint16_t) const override { return &rule_; }
@@ -319,10 +322,14 @@ const std::string kHost = "Host: wiki.example.org\r\n";
 
 TEST_F(HttpGateTest, AllowedRequestsGoUpstreamWrittenAnewWithTheCredentialInjected)
 {
-	std::string answer = exchange("GET /wiki/%4dain_Page?x=a+b HTTP/1.1\r\n" + kHost +
-				      "Authorization: Bearer agent-made\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\r\n"
-				      "HEAD /wiki/chunked HTTP/1.1\r\n" + kHost + "\r\n"
-				      "GET /wiki/chunked HTTP/1.1\r\n" + kHost + "Connection: close\r\n\r\n");
+	std::string answer = exchange(
+		"GET /wiki/%4dain_Page?x=a+b HTTP/1.1\r\n" + kHost +
+		"Authorization: Bearer agent-made\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\r\n"
+		"HEAD /wiki/chunked HTTP/1.1\r\n" +
+		kHost +
+		"\r\n"
+		"GET /wiki/chunked HTTP/1.1\r\n" +
+		kHost + "Connection: close\r\n\r\n");
 	// A HEAD's answer has no body: its framing headers are the origin's
 	// to describe a GET, and hop-by-hop.
 	EXPECT_EQ(answer, "HTTP/1.1 200 OK\r\nContent-Length: 31\r\n\r\nsaw GET /wiki/Main_Page?x=a%20b"
@@ -333,8 +340,8 @@ TEST_F(HttpGateTest, AllowedRequestsGoUpstreamWrittenAnewWithTheCredentialInject
 	ASSERT_EQ(seen.size(), 3u);
 	// Host names the port: the origin's is not HTTP's.
 	const std::string host = "Host: wiki.example.org:" + std::to_string(origin_.port()) + "\r\n";
-	EXPECT_EQ(seen[0], "GET /wiki/Main_Page?x=a%20b HTTP/1.1\r\n" + host + "Authorization: Bearer " + kToken +
-				   "\r\n\r\n");
+	EXPECT_EQ(seen[0],
+		  "GET /wiki/Main_Page?x=a%20b HTTP/1.1\r\n" + host + "Authorization: Bearer " + kToken + "\r\n\r\n");
 	EXPECT_EQ(seen[1], "HEAD /wiki/chunked HTTP/1.1\r\n" + host + "Authorization: Bearer " + kToken + "\r\n\r\n");
 	auto recs = records();
 	ASSERT_EQ(recs.size(), 3u);
@@ -350,16 +357,17 @@ TEST_F(HttpGateTest, AllowedRequestsGoUpstreamWrittenAnewWithTheCredentialInject
 TEST_F(HttpGateTest, AJsonBodyInChunksIsJudgedWhole)
 {
 	std::string body = R"({"to": "ann@example.org", "text": "hi"})";
-	std::string answer = exchange("POST /api/mail/send HTTP/1.1\r\n" + kHost +
-				      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
-				      fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", body.size(), body));
+	std::string answer = exchange(
+		"POST /api/mail/send HTTP/1.1\r\n" + kHost +
+		"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+		fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", body.size(), body));
 	EXPECT_EQ(answer.substr(0, 15), "HTTP/1.1 200 OK");
 	auto seen = origin_.seen();
 	ASSERT_EQ(seen.size(), 1u);
 	EXPECT_EQ(seen[0], "POST /api/mail/send HTTP/1.1\r\nHost: wiki.example.org:" + std::to_string(origin_.port()) +
 				   "\r\nContent-Type: application/json\r\n"
-			   "Authorization: Bearer " + kToken + "\r\nContent-Length: " + std::to_string(body.size()) +
-				   "\r\n\r\n" + body);
+				   "Authorization: Bearer " +
+				   kToken + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
 }
 
 struct Refusal {
@@ -380,14 +388,16 @@ TEST_F(HttpGateTest, EachRefusalIsAnsweredByTheGateAndNothingGoesUpstream)
 		 "the request carries secret 'wiki-token'"},
 		{"GET /wiki/x HTTP/1.1\r\n" + kHost + "X-Note: czNjcjN0LWRhdGFiYXNlLXBhc3N3b3Jk\r\n\r\n", 403, "secret",
 		 "the request carries secret 'env/DB'"},
-		{"POST /api/mail/send HTTP/1.1\r\n" + kHost + "Content-Type: application/json\r\nContent-Length: 37\r\n\r\n"
-		 R"({"to": "eve@evil.test", "x": "....."})",
+		{"POST /api/mail/send HTTP/1.1\r\n" + kHost +
+			 "Content-Type: application/json\r\nContent-Length: 37\r\n\r\n"
+			 R"({"to": "eve@evil.test", "x": "....."})",
 		 403, "http-deny", "entry 1: body field /to is \"eve@evil.test\", which is not '*@example.org'"},
 		{"GET /wiki/x HTTP/1.1\r\nHost: other.example.org\r\n\r\n", 400, "http-host",
 		 "Host 'other.example.org' is not the rule's name"},
 		{"GET /wiki/x HTTP/1.1\r\nHost: wiki.example.org:1\r\n\r\n", 400, "http-host",
 		 "Host names port 1, the connection went to " + std::to_string(origin_.port())},
-		{"POST /api/mail/send HTTP/1.1\r\n" + kHost + "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		{"POST /api/mail/send HTTP/1.1\r\n" + kHost +
+			 "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
 		 400, "http-malformed", "both Content-Length and Transfer-Encoding"},
 		{"POST /api/mail/send HTTP/1.1\r\n" + kHost + "Content-Length: 9999999\r\n\r\n", 413, "http-body-size",
 		 "the body's 9999999 bytes are more than 1048576"},

@@ -32,7 +32,8 @@ bool host_in_rule(const std::string& host, const HttpGateRule& r)
 		return true;  // a CIDR rule: the name is checked against the address
 	if (!r.wildcard)
 		return host == r.domain;
-	return host.size() > r.domain.size() + 1 && host.compare(host.size() - r.domain.size(), r.domain.size(), r.domain) == 0 &&
+	return host.size() > r.domain.size() + 1 &&
+	       host.compare(host.size() - r.domain.size(), r.domain.size(), r.domain) == 0 &&
 	       host[host.size() - r.domain.size() - 1] == '.';
 }
 
@@ -208,7 +209,8 @@ private:
 				return refuse(400, "http-malformed", used.rejection().message);
 			in_.erase(0, *used);
 			if (body_.size() > limit_)
-				return refuse(413, "http-body-size", fmt::format("the body is more than {} bytes", limit_));
+				return refuse(413, "http-body-size",
+					      fmt::format("the body is more than {} bytes", limit_));
 			if (!chunks_.done())
 				return read_more(&Conn::read_body);
 		}
@@ -226,7 +228,8 @@ private:
 			return refuse(403, "secret", fmt::format("the request carries secret '{}'", *found));
 		}
 		gate::Request req{head_.method, head_.host, target_, media_type(head_.header("content-type")), body_};
-		gate::Verdict v = gate::judge(rule_->http, origin_.rule, req, host_->rates(), gate::RateTable::Clock::now());
+		gate::Verdict v = gate::judge(rule_->http, origin_.rule, req, host_->rates(),
+					      gate::RateTable::Clock::now());
 		rec_.entry = v.entry;
 		if (v.kind == gate::Verdict::Deny)
 			return refuse(403, v.reason, v.detail);
@@ -249,7 +252,8 @@ private:
 			added.push_back({h.name, std::move(value)});
 		}
 		rec_.replaced = gate::replaced_headers(head_, added);
-		out_ = gate::upstream_head(head_, target_.serialized(), head_.host, origin_.port, false, added, body_.size());
+		out_ = gate::upstream_head(head_, target_.serialized(), head_.host, origin_.port, false, added,
+					   body_.size());
 		out_ += body_;
 		if (upstream_.is_open())
 			return send_upstream();
@@ -289,13 +293,14 @@ private:
 
 	void send_upstream()
 	{
-		net::async_write(upstream_, net::buffer(out_), [self = shared_from_this()](const error_code& ec, size_t) {
-			if (self->done_)
-				return;
-			if (ec)
-				return self->upstream_failed(ec.message());
-			self->read_response();
-		});
+		net::async_write(upstream_, net::buffer(out_),
+				 [self = shared_from_this()](const error_code& ec, size_t) {
+					 if (self->done_)
+						 return;
+					 if (ec)
+						 return self->upstream_failed(ec.message());
+					 self->read_response();
+				 });
 	}
 
 	void read_response()
@@ -339,11 +344,12 @@ private:
 			h += "Connection: close\r\n";
 		h += "\r\n";
 		back_ = std::move(h);
-		net::async_write(client_, net::buffer(back_), [self = shared_from_this()](const error_code& ec, size_t) {
-			if (ec || self->done_)
-				return self->finish();
-			self->relay_body();
-		});
+		net::async_write(client_, net::buffer(back_),
+				 [self = shared_from_this()](const error_code& ec, size_t) {
+					 if (ec || self->done_)
+						 return self->finish();
+					 self->relay_body();
+				 });
 	}
 
 	void relay_body()
@@ -368,12 +374,11 @@ private:
 			self->back_.append(self->piece_, n);
 			if (self->chunked_out_ && n > 0)
 				self->back_ += "\r\n";
-			net::async_write(self->client_, net::buffer(self->back_),
-					 [self](const error_code& e, size_t) {
-						 if (e || self->done_)
-							 return self->finish();
-						 self->relay_body();
-					 });
+			net::async_write(self->client_, net::buffer(self->back_), [self](const error_code& e, size_t) {
+				if (e || self->done_)
+					return self->finish();
+				self->relay_body();
+			});
 		});
 	}
 
@@ -388,11 +393,12 @@ private:
 		if (!chunked_out_)
 			return after();
 		back_ = "0\r\n\r\n";
-		net::async_write(client_, net::buffer(back_), [self = shared_from_this(), after](const error_code& ec, size_t) {
-			if (ec || self->done_)
-				return self->finish();
-			after();
-		});
+		net::async_write(client_, net::buffer(back_),
+				 [self = shared_from_this(), after](const error_code& ec, size_t) {
+					 if (ec || self->done_)
+						 return self->finish();
+					 after();
+				 });
 	}
 
 	void upstream_failed(const std::string& why)
@@ -407,7 +413,10 @@ private:
 		rec_.reason = reason;
 		rec_.detail = detail;
 		gate_->violation(origin_, head_.host, fmt::format("{}: {}", reason, detail));
-		nlohmann::json body{{"airlock", "denied"}, {"rule", origin_.rule}, {"reason", reason}, {"detail", detail}};
+		nlohmann::json body{{"airlock", "denied"},
+				    {"rule", origin_.rule},
+				    {"reason", reason},
+				    {"detail", detail}};
 		body["entry"] = rec_.entry ? nlohmann::json(*rec_.entry) : nlohmann::json(nullptr);
 		answer(status, body);
 	}

@@ -26,7 +26,7 @@
 #include "gate/judge.h"
 #include "gate/never_send.h"
 #include "policy/policy.h"
-#include "proxy/records.h"  // Origin
+#include "proxy/records.h"   // Origin
 #include "proxy/sni_gate.h"  // Gate
 
 namespace airlock::proxy {
@@ -43,9 +43,10 @@ struct HttpGateRule {
 struct GateRequestRecord {
 	std::string method;
 	std::string host;
-	std::string path;                   // the canonical path, without the query
-	std::optional<size_t> entry;        // the entry that decided
-	std::string reason;                 // "" allowed; http-malformed, http-host, http-path, http-deny, http-rate, http-body-size, secret
+	std::string path;             // the canonical path, without the query
+	std::optional<size_t> entry;  // the entry that decided
+	std::string
+		reason;  // "" allowed; http-malformed, http-host, http-path, http-deny, http-rate, http-body-size, secret
 	std::string detail;                 // why, one line
 	std::string secret;                 // reason "secret": the secret's name
 	std::vector<std::string> replaced;  // the client's headers inject replaced (lower case)
