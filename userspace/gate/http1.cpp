@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "net/url.h"
 #include "util/text.h"
 
 namespace airlock::gate {
@@ -14,24 +15,6 @@ namespace {
 HttpProblem bad(std::string message, unsigned status = 400)
 {
 	return HttpProblem{status, std::move(message)};
-}
-
-std::string lower(std::string_view s)
-{
-	std::string out(s);
-	std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-	return out;
-}
-
-bool token_char(unsigned char c)
-{
-	static constexpr std::string_view kExtra = "!#$%&'*+-.^_`|~";
-	return std::isalnum(c) != 0 || kExtra.find(static_cast<char>(c)) != std::string_view::npos;
-}
-
-bool token(std::string_view s)
-{
-	return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return token_char(c); });
 }
 
 std::string_view trim_ows(std::string_view s)
@@ -54,7 +37,7 @@ std::vector<std::string> tokens(std::string_view v)
 			comma = v.size();
 		std::string_view t = trim_ows(v.substr(start, comma - start));
 		if (!t.empty())
-			out.push_back(lower(t));
+			out.push_back(ascii_lower(t));
 		start = comma + 1;
 	}
 	return out;
@@ -110,7 +93,7 @@ Result<Authority, HttpProblem> authority(std::string_view a, const char* what)
 			return bad(fmt::format("{} '{}' has no port 1-65535 after its ':'", what, printable(a)));
 		out.port = static_cast<uint16_t>(n);
 	}
-	out.host = lower(host);
+	out.host = ascii_lower(host);
 	if (!out.host.empty() && out.host.back() == '.')
 		out.host.pop_back();
 	if (out.host.empty())
@@ -131,7 +114,7 @@ Result<Target, HttpProblem> request_target(std::string_view t)
 		return Target{std::string(t), std::nullopt};
 	if (t == "*")
 		return bad("the asterisk form (OPTIONS *) is not judged");
-	std::string scheme = lower(t.substr(0, t.find("://")));
+	std::string scheme = ascii_lower(t.substr(0, t.find("://")));
 	if (t.find("://") == std::string_view::npos || (scheme != "http" && scheme != "https"))
 		return bad(fmt::format("the target '{}' is neither a path nor an http(s) URL", printable(t)));
 	std::string_view rest = t.substr(scheme.size() + 3);
@@ -159,7 +142,7 @@ Result<Header, HttpProblem> header_line(std::string_view line)
 	std::string_view name = line.substr(0, colon);
 	if (!name.empty() && (name.back() == ' ' || name.back() == '\t'))
 		return bad(fmt::format("the header '{}' has white space before its ':'", printable(trim_ows(name))));
-	if (!token(name))
+	if (!url::is_token(name))
 		return bad(fmt::format("'{}' is not a header name", printable(name.substr(0, 64))));
 	std::string_view value = trim_ows(line.substr(colon + 1));
 	for (unsigned char c : value)
@@ -172,9 +155,9 @@ Result<Header, HttpProblem> header_line(std::string_view line)
 
 std::optional<std::string_view> RequestHead::header(std::string_view name) const
 {
-	std::string want = lower(name);
+	std::string want = ascii_lower(name);
 	for (const Header& h : headers)
-		if (lower(h.name) == want)
+		if (ascii_lower(h.name) == want)
 			return std::string_view(h.value);
 	return std::nullopt;
 }
@@ -208,7 +191,7 @@ std::optional<HttpProblem> framing(RequestHead& r)
 {
 	size_t lengths = 0, encodings = 0, hosts = 0;
 	for (const Header& h : r.headers) {
-		std::string n = lower(h.name);
+		std::string n = ascii_lower(h.name);
 		if (n == "content-length") {
 			lengths++;
 			bool digits = !h.value.empty() && h.value.size() <= 18 &&
@@ -221,7 +204,7 @@ std::optional<HttpProblem> framing(RequestHead& r)
 			r.length = std::stoull(h.value);
 		} else if (n == "transfer-encoding") {
 			encodings++;
-			if (lower(h.value) != "chunked")
+			if (ascii_lower(h.value) != "chunked")
 				return bad(fmt::format("Transfer-Encoding '{}' is not chunked", printable(h.value)));
 			r.body = RequestHead::Body::Chunked;
 		} else if (n == "host") {
@@ -229,7 +212,7 @@ std::optional<HttpProblem> framing(RequestHead& r)
 		} else if (n == "http2-settings") {
 			return bad("HTTP/2 over cleartext (h2c) is refused");
 		} else if (n == "expect") {
-			if (lower(h.value) != "100-continue")
+			if (ascii_lower(h.value) != "100-continue")
 				return bad(fmt::format("Expect '{}' is not 100-continue", printable(h.value)), 417);
 			r.expect_continue = true;
 		}
@@ -246,11 +229,12 @@ std::optional<HttpProblem> framing(RequestHead& r)
 		return bad(hosts == 0 ? "no Host" : "Host is given more than once");
 	bool keep_alive = false, upgrade = false;
 	for (const Header& h : r.headers)
-		if (std::string n = lower(h.name); n == "connection" || n == "upgrade") {
+		if (std::string n = ascii_lower(h.name); n == "connection" || n == "upgrade") {
 			// A list of tokens (an Upgrade's may name a version: "websocket/13").
 			bool slash = n == "upgrade";
 			bool list = std::all_of(h.value.begin(), h.value.end(), [&](unsigned char c) {
-				return token_char(c) || c == ',' || c == ' ' || c == '\t' || (slash && c == '/');
+				return url::is_token_char(c) || c == ',' || c == ' ' || c == '\t' ||
+				       (slash && c == '/');
 			});
 			std::vector<std::string> ts = tokens(h.value);
 			bool spaced = std::any_of(ts.begin(), ts.end(), [](const std::string& t) {
@@ -260,7 +244,7 @@ std::optional<HttpProblem> framing(RequestHead& r)
 				return bad(fmt::format("{} '{}' is not a list of tokens", h.name, printable(h.value)));
 		}
 	for (const Header& h : r.headers)
-		if (lower(h.name) == "connection")
+		if (ascii_lower(h.name) == "connection")
 			for (const std::string& t : tokens(h.value)) {
 				r.close |= t == "close";
 				keep_alive |= t == "keep-alive";
@@ -296,7 +280,7 @@ Result<RequestHead, HttpProblem> read_request_head(std::string_view head)
 		return bad("the request line is not METHOD SP TARGET SP VERSION");
 	std::string_view method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1),
 			 version = line.substr(sp2 + 1);
-	if (!token(method))
+	if (!url::is_token(method))
 		return bad(fmt::format("'{}' is not a method", printable(method.substr(0, 32))));
 	if (method == "PRI" && version == "HTTP/2.0")
 		return bad("HTTP/2 over cleartext (h2c) is refused");
@@ -428,9 +412,9 @@ std::vector<std::string> replaced_headers(const RequestHead& r, const std::vecto
 {
 	std::vector<std::string> out;
 	for (const Header& h : r.headers) {
-		std::string n = lower(h.name);
+		std::string n = ascii_lower(h.name);
 		bool replaced = std::any_of(added.begin(), added.end(),
-					    [&](const Header& a) { return lower(a.name) == n; });
+					    [&](const Header& a) { return ascii_lower(a.name) == n; });
 		if (replaced && std::find(out.begin(), out.end(), n) == out.end())
 			out.push_back(n);
 	}
@@ -442,11 +426,11 @@ std::string upstream_head(const RequestHead& r, std::string_view target, std::st
 {
 	std::set<std::string> dropped = kNeverUpstream;
 	for (const Header& h : r.headers)
-		if (lower(h.name) == "connection")
+		if (ascii_lower(h.name) == "connection")
 			for (const std::string& t : tokens(h.value))
 				dropped.insert(t);
 	for (const Header& a : added)
-		dropped.insert(lower(a.name));
+		dropped.insert(ascii_lower(a.name));
 	std::string out = fmt::format("{} {} HTTP/1.1\r\n", r.method, target);
 	bool v6 = host.find(':') != std::string_view::npos;
 	out += fmt::format("Host: {}{}{}", v6 ? "[" : "", host, v6 ? "]" : "");
@@ -454,7 +438,7 @@ std::string upstream_head(const RequestHead& r, std::string_view target, std::st
 		out += fmt::format(":{}", port);
 	out += "\r\n";
 	for (const Header& h : r.headers) {
-		std::string n = lower(h.name);
+		std::string n = ascii_lower(h.name);
 		if (dropped.count(n) != 0 || n.rfind("proxy-", 0) == 0)
 			continue;
 		out += fmt::format("{}: {}\r\n", h.name, h.value);

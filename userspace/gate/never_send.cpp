@@ -2,6 +2,7 @@
 
 #include <deque>
 
+#include "net/url.h"
 #include "util/error.h"
 
 namespace airlock::gate {
@@ -119,21 +120,6 @@ void NeverSend::Scan::step_decoded(unsigned char c)
 		hit_ = n_->hex_.out[hex_];
 }
 
-namespace {
-
-int hex_digit(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-}  // namespace
-
 // The decoder: %XX, \xXX, \uXXXX (a byte when below 0x100), \/ and \\ are
 // the byte they stand for; anything else passes as it is.
 void NeverSend::Scan::decoded(unsigned char c)
@@ -151,9 +137,9 @@ void NeverSend::Scan::decoded(unsigned char c)
 	case Esc::Percent:
 	case Esc::Hex:
 	case Esc::Unicode:
-		if (hex_digit(c) >= 0) {
+		if (url::hex_value(static_cast<char>(c)) >= 0) {
 			esc_text_ += static_cast<char>(c);
-			esc_val_ = esc_val_ * 16 + static_cast<uint32_t>(hex_digit(c));
+			esc_val_ = esc_val_ * 16 + static_cast<uint32_t>(url::hex_value(static_cast<char>(c)));
 			if (++esc_len_ == esc_need_) {
 				uint32_t v = esc_val_;
 				esc_ = Esc::None;

@@ -1,5 +1,8 @@
 #include "net/url.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 
 namespace airlock::url {
@@ -36,17 +39,6 @@ bool path_char(unsigned char c)
 	default:
 		return false;
 	}
-}
-
-int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 // The byte of "%XX" at s[i] (s[i] == '%'), or -1.
@@ -137,6 +129,28 @@ Result<std::string, TargetProblem> canonical_bytes(std::string_view p)
 }
 
 }  // namespace
+
+int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+bool is_token_char(unsigned char c)
+{
+	static constexpr std::string_view kExtra = "!#$%&'*+-.^_`|~";
+	return std::isalnum(c) != 0 || kExtra.find(static_cast<char>(c)) != std::string_view::npos;
+}
+
+bool is_token(std::string_view s)
+{
+	return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return is_token_char(c); });
+}
 
 std::optional<std::string> path_problem(std::string_view path)
 {

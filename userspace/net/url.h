@@ -57,6 +57,14 @@ Result<Target, TargetProblem> canonical_target(std::string_view origin_form);
 // what is not ("an encoded '/'", "a '..' segment").
 std::optional<std::string> path_problem(std::string_view path);
 
+// The value of a hex digit, or -1.
+int hex_value(char c);
+
+// RFC 9110 token characters (a method, a header name, a Connection
+// option), and a whole token.
+bool is_token_char(unsigned char c);
+bool is_token(std::string_view s);
+
 // Every byte but the unreserved as %XX (upper case).
 std::string encode_component(std::string_view bytes);
 

@@ -12,27 +12,12 @@ namespace airlock::policy_parse {
 
 namespace {
 
-// RFC 9110 token characters: a method's, a header name's.
-bool token(std::string_view s)
-{
-	static constexpr std::string_view kExtra = "!#$%&'*+-.^_`|~";
-	return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
-		return std::isalnum(c) != 0 || kExtra.find(static_cast<char>(c)) != std::string_view::npos;
-	});
-}
-
 // Headers the gate writes itself, or that frame the message: an entry
 // may not inject them.
 const std::set<std::string> kFramingHeaders = {
 	"host",    "content-length", "transfer-encoding", "connection",          "upgrade", "te",
 	"trailer", "keep-alive",     "proxy-connection",  "proxy-authorization", "expect",  "http2-settings",
 };
-
-std::string lower(std::string s)
-{
-	std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-	return s;
-}
 
 bool secret_name(std::string_view s)
 {
@@ -92,7 +77,7 @@ void Parser::http_methods(const json& v, const std::string& path, HttpEntry& e)
 		if (!expect(v[i], mp, v[i].is_string(), "a string"))
 			continue;
 		std::string m = v[i].get<std::string>();
-		if (!token(m) || m.size() > 24 || !std::all_of(m.begin(), m.end(), [](unsigned char c) {
+		if (!url::is_token(m) || m.size() > 24 || !std::all_of(m.begin(), m.end(), [](unsigned char c) {
 			    return std::isupper(c) || c == '-' || c == '_';
 		    }))
 			error(mp, fmt::format("'{}' is not a method (upper case letters, as sent: GET, POST, ...)",
@@ -236,11 +221,11 @@ std::optional<HttpEntry> Parser::http_entry(const json& v, const std::string& pa
 
 std::optional<InjectHeader> Parser::inject_header(const std::string& name, const json& v, const std::string& path)
 {
-	if (!token(name)) {
+	if (!url::is_token(name)) {
 		error(path, fmt::format("'{}' is not a header name", printable(name)));
 		return std::nullopt;
 	}
-	if (kFramingHeaders.count(lower(name)) != 0) {
+	if (kFramingHeaders.count(ascii_lower(name)) != 0) {
 		error(path, fmt::format("'{}' frames the message or routes it: the gate writes it itself", name));
 		return std::nullopt;
 	}
@@ -311,7 +296,8 @@ void Parser::http_gate(const json& v, const std::string& path, Rule& r)
 				if (auto ih = inject_header(it.key(), it.value(), join(ip, it.key()))) {
 					bool twice = std::any_of(g.inject.begin(), g.inject.end(),
 								 [&](const InjectHeader& o) {
-									 return lower(o.name) == lower(ih->name);
+									 return ascii_lower(o.name) ==
+										ascii_lower(ih->name);
 								 });
 					if (twice)
 						error(join(ip, it.key()), "is named twice (header names ignore case)");

@@ -18,6 +18,7 @@
 #include "gate/http1.h"
 #include "net/url.h"
 #include "proxy/conn_common.h"
+#include "proxy/upstream_socket.h"
 
 namespace airlock::proxy {
 
@@ -270,25 +271,14 @@ private:
 		}
 		if (fd < 0)
 			return upstream_failed(std::strerror(err));
-		error_code ec;
-		upstream_.assign(origin_.addr.family == AL_FAMILY_IPV4 ? tcp::v4() : tcp::v6(), fd, ec);
-		if (ec) {
-			::close(fd);
-			return upstream_failed(ec.message());
-		}
-		upstream_.async_wait(tcp::socket::wait_write, [self = shared_from_this()](const error_code& e) {
-			if (self->done_)
-				return;
-			int so = 0;
-			socklen_t len = sizeof(so);
-			if (e)
-				return self->upstream_failed(e.message());
-			if (::getsockopt(self->upstream_.native_handle(), SOL_SOCKET, SO_ERROR, &so, &len) != 0)
-				so = errno;
-			if (so)
-				return self->upstream_failed(std::strerror(so));
-			self->send_upstream();
-		});
+		await_upstream(upstream_, fd, origin_.addr.family,
+			       [self = shared_from_this()](const std::optional<std::string>& why) {
+				       if (self->done_)
+					       return;
+				       if (why)
+					       return self->upstream_failed(*why);
+				       self->send_upstream();
+			       });
 	}
 
 	void send_upstream()

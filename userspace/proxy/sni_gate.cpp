@@ -17,6 +17,7 @@
 
 #include "policy/dnsname.h"
 #include "proxy/conn_common.h"
+#include "proxy/upstream_socket.h"
 
 namespace airlock::proxy {
 
@@ -136,28 +137,17 @@ private:
 		}
 		if (fd < 0)
 			return end_before_splice(std::strerror(err));
-		error_code ec;
-		upstream_.assign(origin_.addr.family == AL_FAMILY_IPV4 ? tcp::v4() : tcp::v6(), fd, ec);
-		if (ec) {
-			::close(fd);
-			return end_before_splice(ec.message());
-		}
-		upstream_.async_wait(tcp::socket::wait_write,
-				     [self = shared_from_this()](const error_code& e) { self->on_connected(e); });
+		await_upstream(upstream_, fd, origin_.addr.family,
+			       [self = shared_from_this()](const std::optional<std::string>& why) {
+				       if (!self->done_)
+					       self->on_connected(why);
+			       });
 	}
 
-	void on_connected(const error_code& ec)
+	void on_connected(const std::optional<std::string>& why)
 	{
-		if (done_)
-			return;
-		int err = 0;
-		socklen_t len = sizeof(err);
-		if (ec)
-			return end_before_splice(ec.message());
-		if (::getsockopt(upstream_.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-			err = errno;
-		if (err)
-			return end_before_splice(std::strerror(err));
+		if (why)
+			return end_before_splice(*why);
 		passed_ = true;
 		timer_.cancel();
 		host_->count_sni(true);

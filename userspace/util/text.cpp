@@ -21,4 +21,13 @@ std::string printable(std::string_view s)
 	return out;
 }
 
+std::string ascii_lower(std::string_view s)
+{
+	std::string out(s);
+	for (char& c : out)
+		if (c >= 'A' && c <= 'Z')
+			c = static_cast<char>(c - 'A' + 'a');
+	return out;
+}
+
 }  // namespace airlock

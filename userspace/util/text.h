@@ -10,4 +10,7 @@ namespace airlock {
 std::string printable(char c);
 std::string printable(std::string_view s);
 
+// A-Z as a-z, every other byte as it is.
+std::string ascii_lower(std::string_view s);
+
 }  // namespace airlock
