@@ -29,6 +29,7 @@
 #include "policy/policy.h"
 #include "policy_text.h"
 #include "proxy/http_gate.h"
+#include "loopback.h"
 #include "util/fd.h"
 
 namespace airlock::proxy {
@@ -38,69 +39,12 @@ using namespace std::chrono_literals;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-constexpr auto kDeadline = 10s;
 const std::string kToken = "wk_live_7Hq2Zp9RtX4m";
 const std::string kEnvSecret = "s3cr3t-database-password";
 
-std::pair<Fd, uint16_t> listen_loopback()
-{
-	Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t len = sizeof(a);
-	if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd.get(), 8) != 0 ||
-	    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
-		return {Fd(), 0};
-	return {std::move(fd), ntohs(a.sin_port)};
-}
-
-Fd connect_loopback(uint16_t port, bool nonblocking = false)
-{
-	Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0));
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_port = htons(port);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	int r = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a));
-	if (r != 0 && errno != EINPROGRESS)
-		return Fd();
-	return fd;
-}
-
-bool readable_within(int fd, std::chrono::milliseconds deadline)
-{
-	pollfd p{fd, POLLIN, 0};
-	return ::poll(&p, 1, static_cast<int>(deadline.count())) > 0;
-}
-
-void send_all(int fd, std::string_view b)
-{
-	while (!b.empty()) {
-		ssize_t n = ::send(fd, b.data(), b.size(), MSG_NOSIGNAL);
-		if (n <= 0)
-			return;
-		b.remove_prefix(static_cast<size_t>(n));
-	}
-}
-
-// Everything until EOF (nullopt: the deadline came first).
-std::optional<std::string> read_to_eof(int fd)
-{
-	std::string out;
-	auto end = std::chrono::steady_clock::now() + kDeadline;
-	for (;;) {
-		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end -
-										  std::chrono::steady_clock::now());
-		if (left.count() <= 0 || !readable_within(fd, left))
-			return std::nullopt;
-		char buf[4096];
-		ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-		if (n <= 0)
-			return out;
-		out.append(buf, static_cast<size_t>(n));
-	}
-}
+using loopback::read_to_eof;
+using loopback::readable_within;
+using loopback::send_all;
 
 // An origin on loopback: every request's head and body, in order; each
 // answered 200 with "saw METHOD TARGET" (chunked when the target says so).
@@ -108,7 +52,7 @@ class OriginServer {
 public:
 	OriginServer()
 	{
-		auto [fd, port] = listen_loopback();
+		auto [fd, port] = loopback::listen();
 		listener_ = std::move(fd);
 		port_ = port;
 		thread_ = std::thread([this] { serve(); });
@@ -193,7 +137,7 @@ public:
 	std::string learned_name(const Address&) const override { return "wiki.example.org"; }
 	void connect(int, const proxy::Origin&, std::function<void(int, int)> done) override
 	{
-		Fd fd = connect_loopback(port_, true);
+		Fd fd = loopback::connect(port_, true);
 		int raw = fd.release();
 		net::post(io_, [raw, done] { done(raw, raw < 0 ? ECONNREFUSED : 0); });
 	}
@@ -253,7 +197,7 @@ class HttpGateTest : public ::testing::Test {
 protected:
 	void SetUp() override
 	{
-		auto [fd, port] = listen_loopback();
+		auto [fd, port] = loopback::listen();
 		listener_ = std::move(fd);
 		port_ = port;
 		gate_ = std::make_shared<StubGate>(io_, origin_.port());
@@ -273,7 +217,7 @@ protected:
 	// The sandbox's side of one gated connection.
 	Fd open()
 	{
-		Fd client = connect_loopback(port_);
+		Fd client = loopback::connect(port_);
 		int accepted = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
 		net::post(io_, [this, accepted] {
 			proxy::Origin o;

@@ -36,6 +36,7 @@
 #include "../common/openssl_hello.h"
 #include "proxy/client_hello.h"
 #include "proxy/sni_gate.h"
+#include "loopback.h"
 #include "util/fd.h"
 
 namespace airlock::proxy {
@@ -45,93 +46,14 @@ using namespace std::chrono_literals;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-constexpr auto kDeadline = 10s;
 constexpr uint16_t kRuleIndex = 3;
 
-// A listening socket on 127.0.0.1 and its port.
-std::pair<Fd, uint16_t> listen_loopback()
-{
-	Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t len = sizeof(a);
-	if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd.get(), 8) != 0 ||
-	    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0)
-		return {Fd(), 0};
-	return {std::move(fd), ntohs(a.sin_port)};
-}
-
-sockaddr_in loopback(uint16_t port)
-{
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_port = htons(port);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return a;
-}
-
-bool readable_within(int fd, std::chrono::milliseconds deadline)
-{
-	pollfd p{fd, POLLIN, 0};
-	return ::poll(&p, 1, static_cast<int>(deadline.count())) > 0;
-}
-
-Fd accept_within(int listener, std::chrono::milliseconds deadline = kDeadline)
-{
-	if (!readable_within(listener, deadline))
-		return Fd();
-	return Fd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
-}
-
-void send_all(int fd, std::string_view b)
-{
-	while (!b.empty()) {
-		ssize_t n = ::send(fd, b.data(), b.size(), MSG_NOSIGNAL);
-		if (n <= 0)
-			return;  // the gate closed: what it read is what counts
-		b.remove_prefix(static_cast<size_t>(n));
-	}
-}
-
-// Exactly n bytes, or what came before EOF or the deadline.
-std::string read_n(int fd, size_t n)
-{
-	std::string out;
-	auto end = std::chrono::steady_clock::now() + kDeadline;
-	while (out.size() < n) {
-		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end -
-										  std::chrono::steady_clock::now());
-		if (left.count() <= 0 || !readable_within(fd, left))
-			break;
-		char buf[4096];
-		ssize_t got = ::recv(fd, buf, std::min(sizeof(buf), n - out.size()), 0);
-		if (got <= 0)
-			break;
-		out.append(buf, static_cast<size_t>(got));
-	}
-	return out;
-}
-
-// Everything until EOF (nullopt: the deadline came first).
-std::optional<std::string> read_to_eof(int fd)
-{
-	std::string out;
-	auto end = std::chrono::steady_clock::now() + kDeadline;
-	for (;;) {
-		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end -
-										  std::chrono::steady_clock::now());
-		if (left.count() <= 0 || !readable_within(fd, left))
-			return std::nullopt;
-		char buf[4096];
-		ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-		if (n < 0 && errno == ECONNRESET)
-			return out;
-		if (n <= 0)
-			return out;
-		out.append(buf, static_cast<size_t>(n));
-	}
-}
+using loopback::accept_within;
+using loopback::kDeadline;
+using loopback::read_n;
+using loopback::read_to_eof;
+using loopback::readable_within;
+using loopback::send_all;
 
 // The agent, as the gate sees it: the rules, the learned name, and a
 // connect that starts one to the test's destination listener (or fails).
@@ -158,7 +80,7 @@ public:
 			connects.push_back(o);
 		}
 		if (err == 0) {
-			sockaddr_in a = loopback(destination_port);
+			sockaddr_in a = loopback::address(destination_port);
 			fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 			if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
 				err = errno;
@@ -239,8 +161,8 @@ protected:
 		origin_.rule = kRuleIndex;
 		gate_->rules[kRuleIndex] = GateRule{"api.example.com", false};
 		gate_->learned = "api.example.com";
-		std::tie(listener_, port_) = listen_loopback();
-		std::tie(destination_, gate_->destination_port) = listen_loopback();
+		std::tie(listener_, port_) = loopback::listen();
+		std::tie(destination_, gate_->destination_port) = loopback::listen();
 		ASSERT_TRUE(listener_.valid());
 		ASSERT_TRUE(destination_.valid());
 	}
@@ -260,7 +182,7 @@ protected:
 	void start(std::chrono::milliseconds idle_timeout = kDeadline)
 	{
 		client_ = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-		sockaddr_in a = loopback(port_);
+		sockaddr_in a = loopback::address(port_);
 		ASSERT_EQ(::connect(client_.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
 		int one = 1;
 		(void)::setsockopt(client_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
