@@ -5,10 +5,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
+#include <variant>
 
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/stream_traits.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
@@ -17,7 +21,9 @@
 
 #include "gate/http1.h"
 #include "net/url.h"
+#include "proxy/client_hello.h"  // host_name_problem
 #include "proxy/conn_common.h"
+#include "proxy/gate_tls.h"
 #include "proxy/upstream_socket.h"
 
 namespace airlock::proxy {
@@ -26,6 +32,7 @@ namespace net = boost::asio;
 namespace http = boost::beast::http;
 using tcp = net::ip::tcp;
 using boost::system::error_code;
+using TlsStream = net::ssl::stream<tcp::socket>;
 
 bool host_in_rule(const std::string& host, const HttpGateRule& r)
 {
@@ -80,16 +87,16 @@ std::string media_type(std::optional<std::string_view> v)
 class Conn : public HttpGateConnection, public std::enable_shared_from_this<Conn> {
 public:
 	Conn(net::io_context& io, tcp::socket s, Origin origin, std::shared_ptr<Gate> gate,
-	     std::shared_ptr<HttpGateHost> host, HttpGateLimits limits)
-	    : gate_(std::move(gate)), host_(std::move(host)), limits_(limits), client_(std::move(s)), upstream_(io),
-	      timer_(io), origin_(std::move(origin))
+	     std::shared_ptr<HttpGateHost> host, std::shared_ptr<GateTls> tls, HttpGateLimits limits)
+	    : io_(io), gate_(std::move(gate)), host_(std::move(host)), tls_(std::move(tls)), limits_(limits),
+	      client_(std::move(s)), timer_(io), origin_(std::move(origin))
 	{
 	}
 
 	void start() override
 	{
 		arm();
-		next_request();
+		sniff();
 	}
 
 	void stop() override { finish(); }
@@ -104,25 +111,148 @@ private:
 		});
 	}
 
+	// f(stream) with the sandbox's side as it is: plain or TLS.
+	template <class F>
+	void with_client(F&& f)
+	{
+		std::visit(f, client_);
+	}
+	// f(stream) with the origin's side, once there is one.
+	template <class F>
+	void with_upstream(F&& f)
+	{
+		std::visit(
+			[&](auto& s) {
+				if constexpr (!std::is_same_v<std::decay_t<decltype(s)>, std::monostate>)
+					f(s);
+			},
+			upstream_);
+	}
+	tcp::socket& client_socket()
+	{
+		return std::visit([](auto& s) -> tcp::socket& { return boost::beast::get_lowest_layer(s); }, client_);
+	}
+	tcp::socket* upstream_socket()
+	{
+		tcp::socket* out = nullptr;
+		with_upstream([&](auto& s) { out = &boost::beast::get_lowest_layer(s); });
+		return out;
+	}
+
+	// TLS or plain HTTP, by the first byte (a TLS record of the handshake
+	// is 0x16; no request method begins with it). Nothing is read.
+	void sniff()
+	{
+		client_socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](const error_code& ec) {
+			if (self->done_)
+				return;
+			if (ec)
+				return self->finish();
+			unsigned char b = 0;
+			ssize_t n = ::recv(self->client_socket().native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+				return self->sniff();
+			if (n <= 0)
+				return self->finish();
+			if (b != 0x16)
+				return self->next_request();
+			self->accept_tls();
+		});
+	}
+
+	void accept_tls()
+	{
+		if (!tls_)
+			return handshake_failed("tls", "TLS is not served on this connection", false);
+		tcp::socket s = std::move(std::get<tcp::socket>(client_));
+		TlsStream& t = client_.emplace<TlsStream>(std::move(s), tls_->server());
+		SSL_set_cert_cb(t.native_handle(), &Conn::on_client_hello, this);
+		t.async_handshake(net::ssl::stream_base::server, [self = shared_from_this()](const error_code& ec) {
+			if (self->done_)
+				return;
+			if (ec) {
+				if (!self->tls_refusal_.empty())
+					return self->handshake_failed("tls-name", self->tls_refusal_, true);
+				return self->handshake_failed("tls", "the client's handshake: " + ec.message(), false);
+			}
+			self->arm();
+			self->next_request();
+		});
+	}
+
+	// Called by OpenSSL once the ClientHello is read, before a certificate
+	// is chosen: the server name is judged here, and its leaf is minted only
+	// for a name that passes. The connection outlives its handshake.
+	static int on_client_hello(SSL* s, void* arg) { return static_cast<Conn*>(arg)->choose_leaf(s) ? 1 : 0; }
+
+	bool choose_leaf(SSL* s)
+	{
+		rule_ = host_->http_rule(origin_.rule);
+		if (!rule_) {
+			tls_refusal_ = "the rule is no longer inspected";
+			return false;
+		}
+		if (const char* name = SSL_get_servername(s, TLSEXT_NAMETYPE_host_name)) {
+			std::string sni = lower(name);
+			if (std::string p = host_name_problem(sni); !p.empty()) {
+				tls_refusal_ = "server_name: " + p;
+				return false;
+			}
+			rec_.host = sni;
+			if (!host_in_rule(sni, *rule_)) {
+				tls_refusal_ = fmt::format("server name '{}' is not the rule's name", sni);
+				return false;
+			}
+			std::string learned = gate_->learned_name(origin_.addr);
+			if (learned != sni) {
+				tls_refusal_ = fmt::format(
+					"server name '{}' is not the name this sandbox resolved to {}{}", sni,
+					format_address(origin_.addr), learned.empty() ? "" : " ('" + learned + "')");
+				return false;
+			}
+			sni_ = sni;
+		}
+		client_tls_ = true;
+		return tls_->use_leaf(s, sni_, origin_.addr);
+	}
+
+	// A connection that ended in its TLS handshake: recorded; a violation
+	// when the gate refused the name.
+	void handshake_failed(const std::string& reason, const std::string& detail, bool violation)
+	{
+		rec_.time = std::chrono::system_clock::now();
+		rec_.reason = reason;
+		rec_.detail = detail;
+		if (violation)
+			gate_->violation(origin_, rec_.host, fmt::format("{}: {}", reason, detail));
+		host_->record_request(origin_, rec_);
+		finish();
+	}
+
 	void read_more(void (Conn::*then)())
 	{
 		size_t have = in_.size();
 		in_.resize(have + kPiece);
-		client_.async_read_some(net::buffer(in_.data() + have, kPiece),
-					[self = shared_from_this(), have, then](const error_code& ec, size_t n) {
-						self->in_.resize(have + n);
-						if (self->done_)
-							return;
-						if (ec)
-							return self->finish();
-						self->arm();
-						((*self).*then)();
-					});
+		with_client([&](auto& c) {
+			c.async_read_some(net::buffer(in_.data() + have, kPiece),
+					  [self = shared_from_this(), have, then](const error_code& ec, size_t n) {
+						  self->in_.resize(have + n);
+						  if (self->done_)
+							  return;
+						  if (ec)
+							  return self->finish();
+						  self->arm();
+						  ((*self).*then)();
+					  });
+		});
 	}
 
 	void next_request()
 	{
 		rec_ = GateRequestRecord{};
+		rec_.time = std::chrono::system_clock::now();
+		rec_.tls = client_tls_;
+		rec_.host = sni_;
 		body_.clear();
 		chunks_ = gate::ChunkedReader{};
 		read_head();
@@ -146,6 +276,7 @@ private:
 		if (!h)
 			return refuse(h.rejection().status, "http-malformed", h.rejection().message);
 		head_ = std::move(*h);
+		rec_.time = std::chrono::system_clock::now();
 		rec_.method = head_.method;
 		rec_.host = head_.host;
 		rule_ = host_->http_rule(origin_.rule);
@@ -169,12 +300,14 @@ private:
 				      fmt::format("the body's {} bytes are more than {}", head_.length, limit_));
 		if (head_.expect_continue && head_.body != gate::RequestHead::Body::None) {
 			static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-			return net::async_write(client_, net::buffer(kContinue),
-						[self = shared_from_this()](const error_code& ec, size_t) {
-							if (ec || self->done_)
-								return self->finish();
-							self->read_body();
-						});
+			return with_client([&](auto& c) {
+				net::async_write(c, net::buffer(kContinue),
+						 [self = shared_from_this()](const error_code& ec, size_t) {
+							 if (ec || self->done_)
+								 return self->finish();
+							 self->read_body();
+						 });
+			});
 		}
 		read_body();
 	}
@@ -183,6 +316,8 @@ private:
 	// resolved to the address (or, for an address rule, the address).
 	std::optional<std::string> host_problem() const
 	{
+		if (!sni_.empty() && head_.host != sni_)
+			return fmt::format("Host '{}' is not the TLS server name '{}'", head_.host, sni_);
 		if (head_.port && *head_.port != origin_.port)
 			return fmt::format("Host names port {}, the connection went to {}", *head_.port, origin_.port);
 		if (!host_in_rule(head_.host, *rule_))
@@ -253,12 +388,12 @@ private:
 			added.push_back({h.name, std::move(value)});
 		}
 		rec_.replaced = gate::replaced_headers(head_, added);
-		out_ = gate::upstream_head(head_, target_.serialized(), head_.host, origin_.port, false, added,
+		out_ = gate::upstream_head(head_, target_.serialized(), head_.host, origin_.port, client_tls_, added,
 					   body_.size());
 		out_ += body_;
-		if (upstream_.is_open())
+		if (tcp::socket* up = upstream_socket(); up && up->is_open())
 			return send_upstream();
-		gate_->connect(client_.native_handle(), origin_,
+		gate_->connect(client_socket().native_handle(), origin_,
 			       [self = shared_from_this()](int fd, int err) { self->on_upstream(fd, err); });
 	}
 
@@ -271,26 +406,58 @@ private:
 		}
 		if (fd < 0)
 			return upstream_failed(std::strerror(err));
-		await_upstream(upstream_, fd, origin_.addr.family,
+		try {
+			if (client_tls_)
+				upstream_.emplace<TlsStream>(io_, tls_->upstream(rule_->upstream_ca_pem));
+			else
+				upstream_.emplace<tcp::socket>(io_);
+		} catch (const std::exception& e) {
+			::close(fd);
+			return upstream_failed(e.what());
+		}
+		await_upstream(*upstream_socket(), fd, origin_.addr.family,
 			       [self = shared_from_this()](const std::optional<std::string>& why) {
 				       if (self->done_)
 					       return;
 				       if (why)
 					       return self->upstream_failed(*why);
+				       if (self->client_tls_)
+					       return self->upstream_handshake();
 				       self->send_upstream();
 			       });
 	}
 
+	// TLS to the origin, verified against the name the sandbox asked for
+	// (its address when it named none): never a request over a connection
+	// that does not verify.
+	void upstream_handshake()
+	{
+		TlsStream& t = std::get<TlsStream>(upstream_);
+		if (!GateTls::expect_peer(t.native_handle(), sni_, origin_.addr))
+			return upstream_failed("TLS: " + openssl_error());
+		t.async_handshake(net::ssl::stream_base::client, [self = shared_from_this()](const error_code& ec) {
+			if (self->done_)
+				return;
+			TlsStream& up = std::get<TlsStream>(self->upstream_);
+			std::string why = GateTls::verify_problem(up.native_handle());
+			if (ec || !why.empty())
+				return self->upstream_failed(why.empty() ? "TLS: " + ec.message() : why);
+			self->send_upstream();
+		});
+	}
+
 	void send_upstream()
 	{
-		net::async_write(upstream_, net::buffer(out_),
-				 [self = shared_from_this()](const error_code& ec, size_t) {
-					 if (self->done_)
-						 return;
-					 if (ec)
-						 return self->upstream_failed(ec.message());
-					 self->read_response();
-				 });
+		with_upstream([&](auto& up) {
+			net::async_write(up, net::buffer(out_),
+					 [self = shared_from_this()](const error_code& ec, size_t) {
+						 if (self->done_)
+							 return;
+						 if (ec)
+							 return self->upstream_failed(ec.message());
+						 self->read_response();
+					 });
+		});
 	}
 
 	void read_response()
@@ -299,15 +466,17 @@ private:
 		resp_->body_limit(boost::none);
 		if (head_.method == "HEAD")
 			resp_->skip(true);
-		http::async_read_header(upstream_, up_buf_, *resp_,
-					[self = shared_from_this()](const error_code& ec, size_t) {
-						if (self->done_)
-							return;
-						if (ec)
-							return self->upstream_failed(ec.message());
-						self->arm();
-						self->write_response_head();
-					});
+		with_upstream([&](auto& up) {
+			http::async_read_header(up, up_buf_, *resp_,
+						[self = shared_from_this()](const error_code& ec, size_t) {
+							if (self->done_)
+								return;
+							if (ec)
+								return self->upstream_failed(ec.message());
+							self->arm();
+							self->write_response_head();
+						});
+		});
 	}
 
 	void write_response_head()
@@ -334,12 +503,14 @@ private:
 			h += "Connection: close\r\n";
 		h += "\r\n";
 		back_ = std::move(h);
-		net::async_write(client_, net::buffer(back_),
-				 [self = shared_from_this()](const error_code& ec, size_t) {
-					 if (ec || self->done_)
-						 return self->finish();
-					 self->relay_body();
-				 });
+		with_client([&](auto& c) {
+			net::async_write(c, net::buffer(back_),
+					 [self = shared_from_this()](const error_code& ec, size_t) {
+						 if (ec || self->done_)
+							 return self->finish();
+						 self->relay_body();
+					 });
+		});
 	}
 
 	void relay_body()
@@ -349,26 +520,35 @@ private:
 		auto& b = resp_->get().body();
 		b.data = piece_;
 		b.size = sizeof(piece_);
-		http::async_read(upstream_, up_buf_, *resp_, [self = shared_from_this()](error_code ec, size_t) {
-			if (self->done_)
-				return;
-			if (ec == http::error::need_buffer)
-				ec = {};
-			if (ec)
-				return self->finish();  // the origin broke off: so does the sandbox's answer
-			self->arm();
-			size_t n = sizeof(self->piece_) - self->resp_->get().body().size;
-			self->back_.clear();
-			if (self->chunked_out_ && n > 0)
-				self->back_ = fmt::format("{:x}\r\n", n);
-			self->back_.append(self->piece_, n);
-			if (self->chunked_out_ && n > 0)
-				self->back_ += "\r\n";
-			net::async_write(self->client_, net::buffer(self->back_), [self](const error_code& e, size_t) {
-				if (e || self->done_)
-					return self->finish();
-				self->relay_body();
-			});
+		with_upstream([&](auto& up) {
+			http::async_read(up, up_buf_, *resp_,
+					 [self = shared_from_this()](error_code ec, size_t) { self->relay_piece(ec); });
+		});
+	}
+
+	void relay_piece(error_code ec)
+	{
+		if (done_)
+			return;
+		if (ec == http::error::need_buffer)
+			ec = {};
+		if (ec)
+			return finish();  // the origin broke off: so does the sandbox's answer
+		arm();
+		size_t n = sizeof(piece_) - resp_->get().body().size;
+		back_.clear();
+		if (chunked_out_ && n > 0)
+			back_ = fmt::format("{:x}\r\n", n);
+		back_.append(piece_, n);
+		if (chunked_out_ && n > 0)
+			back_ += "\r\n";
+		with_client([&](auto& c) {
+			net::async_write(c, net::buffer(back_),
+					 [self = shared_from_this()](const error_code& e, size_t) {
+						 if (e || self->done_)
+							 return self->finish();
+						 self->relay_body();
+					 });
 		});
 	}
 
@@ -383,12 +563,14 @@ private:
 		if (!chunked_out_)
 			return after();
 		back_ = "0\r\n\r\n";
-		net::async_write(client_, net::buffer(back_),
-				 [self = shared_from_this(), after](const error_code& ec, size_t) {
-					 if (ec || self->done_)
-						 return self->finish();
-					 after();
-				 });
+		with_client([&](auto& c) {
+			net::async_write(c, net::buffer(back_),
+					 [self = shared_from_this(), after](const error_code& ec, size_t) {
+						 if (ec || self->done_)
+							 return self->finish();
+						 after();
+					 });
+		});
 	}
 
 	void upstream_failed(const std::string& why)
@@ -421,8 +603,10 @@ private:
 		back_ = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
 				    "Connection: close\r\n\r\n{}",
 				    status, status_text(status), text.size(), text);
-		net::async_write(client_, net::buffer(back_),
-				 [self = shared_from_this()](const error_code&, size_t) { self->finish(); });
+		with_client([&](auto& c) {
+			net::async_write(c, net::buffer(back_),
+					 [self = shared_from_this()](const error_code&, size_t) { self->finish(); });
+		});
 	}
 
 	void finish()
@@ -432,19 +616,26 @@ private:
 		done_ = true;
 		timer_.cancel();
 		error_code ec;
-		client_.shutdown(tcp::socket::shutdown_both, ec);
-		client_.close(ec);
-		upstream_.close(ec);
+		client_socket().shutdown(tcp::socket::shutdown_both, ec);
+		client_socket().close(ec);
+		if (tcp::socket* up = upstream_socket())
+			up->close(ec);
 		host_->forget_http(this);
 	}
 
+	net::io_context& io_;
 	std::shared_ptr<Gate> gate_;
 	std::shared_ptr<HttpGateHost> host_;
+	std::shared_ptr<GateTls> tls_;
 	HttpGateLimits limits_;
-	tcp::socket client_, upstream_;
+	std::variant<tcp::socket, TlsStream> client_;
+	std::variant<std::monostate, tcp::socket, TlsStream> upstream_;
 	net::steady_timer timer_;
 	Origin origin_;
 	bool done_ = false, keep_ = false, chunked_out_ = false;
+	bool client_tls_ = false;  // the sandbox's side is TLS: so is the origin's
+	std::string sni_;          // the server name the client asked for and the gate passed ("" none)
+	std::string tls_refusal_;  // why the gate refused the server name
 	std::string in_, head_bytes_, body_, out_, back_;
 	gate::RequestHead head_;
 	gate::ChunkedReader chunks_;
@@ -462,9 +653,11 @@ private:
 
 std::shared_ptr<HttpGateConnection> make_http_gate_connection(net::io_context& io, tcp::socket s, Origin origin,
 							      std::shared_ptr<Gate> gate,
-							      std::shared_ptr<HttpGateHost> host, HttpGateLimits limits)
+							      std::shared_ptr<HttpGateHost> host,
+							      std::shared_ptr<GateTls> tls, HttpGateLimits limits)
 {
-	return std::make_shared<Conn>(io, std::move(s), std::move(origin), std::move(gate), std::move(host), limits);
+	return std::make_shared<Conn>(io, std::move(s), std::move(origin), std::move(gate), std::move(host),
+				      std::move(tls), limits);
 }
 
 }  // namespace airlock::proxy

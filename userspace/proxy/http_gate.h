@@ -10,11 +10,13 @@
 // client's) to a socket the agent opens to the original address, and the
 // origin's answer streams back. Keep-alive: every request on its own.
 //
-// The connection is plain HTTP here; TLS on either side is a stream below
-// this one.
+// A connection whose first byte opens a TLS handshake is TLS on both
+// sides (gate_tls.h): the server name the client asks for is judged before
+// a leaf is minted for it, and every request's Host must be that name.
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,25 +38,11 @@ struct HttpGateRule {
 	std::string domain;  // lower case, without "*."; "" for a CIDR rule
 	bool wildcard = false;
 	HttpGate http;
-};
-
-// One request as the gate decided it: an audit line, never a secret's
-// value, never the query's values.
-struct GateRequestRecord {
-	std::string method;
-	std::string host;
-	std::string path;             // the canonical path, without the query
-	std::optional<size_t> entry;  // the entry that decided
-	std::string
-		reason;  // "" allowed; http-malformed, http-host, http-path, http-deny, http-rate, http-body-size, secret
-	std::string detail;                 // why, one line
-	std::string secret;                 // reason "secret": the secret's name
-	std::vector<std::string> replaced;  // the client's headers inject replaced (lower case)
-	unsigned status = 0;                // what the sandbox got (the origin's, or the gate's)
-	uint64_t body_bytes = 0;            // the request's body, sent upstream or not
+	std::string upstream_ca_pem;  // tls.upstream_ca's certificates, read by the agent ("" none)
 };
 
 class HttpGateConnection;
+class GateTls;
 
 // What a connection asks of the proxy that accepted it.
 class HttpGateHost {
@@ -84,9 +72,22 @@ struct HttpGateLimits {
 	uint64_t default_max_body = 1 << 20;  // a request body, where no entry says more
 };
 
+// What a proxy serves the gate with: the inspected rules by index, the
+// policy's secrets (every one a never-send pattern; the file secrets also
+// injectable by name) and TLS on both sides (null: plain HTTP only).
+struct HttpGateSetup {
+	std::map<uint16_t, HttpGateRule> rules;
+	gate::NeverSend never_send;
+	std::map<std::string, std::string> injectable;
+	std::shared_ptr<GateTls> tls;
+	HttpGateLimits limits;
+};
+
+// tls: nullptr serves plain HTTP only (a TLS client is refused).
 std::shared_ptr<HttpGateConnection> make_http_gate_connection(boost::asio::io_context&, boost::asio::ip::tcp::socket,
 							      Origin, std::shared_ptr<Gate>,
-							      std::shared_ptr<HttpGateHost>, HttpGateLimits);
+							      std::shared_ptr<HttpGateHost>,
+							      std::shared_ptr<GateTls> tls, HttpGateLimits);
 
 // Whether a Host names what the rule allows.
 bool host_in_rule(const std::string& host, const HttpGateRule&);

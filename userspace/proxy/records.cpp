@@ -243,6 +243,34 @@ std::string sni_record_line(const std::string& sandbox, const Origin& o, const S
 	return dump_line(j);
 }
 
+std::string gate_request_line(const std::string& sandbox, const Origin& o, const GateRequestRecord& r)
+{
+	ojson j = head_fields(sandbox, "http-gate", o, r.time);
+	j["verdict"] = r.reason.empty() ? "pass" : "deny";
+	if (r.tls)
+		j["tls"] = true;
+	if (!r.method.empty())
+		j["method"] = r.method;
+	if (!r.host.empty())
+		j["host"] = r.host;
+	if (!r.path.empty())
+		j["path"] = r.path;
+	if (r.entry)
+		j["entry"] = *r.entry;
+	if (!r.reason.empty())
+		j["reason"] = r.reason;
+	if (!r.detail.empty())
+		j["detail"] = r.detail;
+	if (!r.secret.empty())
+		j["secret"] = r.secret;
+	if (!r.replaced.empty())
+		j["replaced"] = r.replaced;
+	if (r.status)
+		j["status"] = r.status;
+	j["body_bytes"] = r.body_bytes;
+	return dump_line(j);
+}
+
 std::string records_full_line(const std::string& sandbox, uint64_t max_records_bytes,
 			      std::chrono::system_clock::time_point t)
 {

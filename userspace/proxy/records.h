@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <istream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -96,6 +97,27 @@ struct SniRecord {
 	uint64_t duration_ms = 0;
 };
 
+// One request as the gate decided it: an audit line, never a secret's
+// value, never the query's values.
+struct GateRequestRecord {
+	std::chrono::system_clock::time_point
+		time;      // the request's head was read (the connection's end, when none was)
+	bool tls = false;  // inside TLS the gate ended
+	std::string method;
+	std::string host;
+	std::string path;             // the canonical path, without the query
+	std::optional<size_t> entry;  // the entry that decided
+	// "" allowed; else http-malformed, http-host, http-path, http-deny,
+	// http-rate, http-body-size, secret, secret-missing, tls-name (the
+	// server name refused), tls (the handshake failed)
+	std::string reason;
+	std::string detail;                 // why, one line
+	std::string secret;                 // reason "secret": the secret's name
+	std::vector<std::string> replaced;  // the client's headers inject replaced (lower case)
+	unsigned status = 0;                // what the sandbox got (the origin's, or the gate's)
+	uint64_t body_bytes = 0;            // the request's body, sent upstream or not
+};
+
 inline constexpr size_t kHeadBytes = 64;
 
 // 2026-01-02T03:04:05.123Z (UTC, milliseconds; always 24 characters).
@@ -108,6 +130,7 @@ std::string tcp_record_line(const std::string& sandbox, const Origin&, const Tcp
 std::string udp_record_line(const std::string& sandbox, const Origin&, const UdpRecord&);
 std::string dns_record_line(const std::string& sandbox, const Origin&, const DnsRecord&);
 std::string sni_record_line(const std::string& sandbox, const Origin&, const SniRecord&);
+std::string gate_request_line(const std::string& sandbox, const Origin&, const GateRequestRecord&);
 std::string records_full_line(const std::string& sandbox, uint64_t max_records_bytes,
 			      std::chrono::system_clock::time_point);
 

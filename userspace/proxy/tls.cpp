@@ -207,13 +207,19 @@ std::shared_ptr<TlsTerminator::Leaf> TlsTerminator::leaf_for(const std::string& 
 	return leaf;
 }
 
+bool TlsTerminator::use_leaf(SSL* s, const std::string& sni, const Address& addr)
+{
+	// The SNI is a host name of letters, digits, '-', '_' and dots (the
+	// ClientHello parser's, or the HTTP gate's check), safe in a
+	// subjectAltName.
+	auto leaf = sni.empty() ? leaf_for(format_address(addr), true) : leaf_for(sni, false);
+	return SSL_use_certificate(s, leaf->cert.get()) == 1 && SSL_add1_chain_cert(s, ca_) == 1;
+}
+
 SslPtr TlsTerminator::session(const std::string& sni, const Address& addr)
 {
-	// The SNI came through the ClientHello parser: a host name of letters,
-	// digits, '-', '_' and dots, safe in a subjectAltName.
-	auto leaf = sni.empty() ? leaf_for(format_address(addr), true) : leaf_for(sni, false);
 	SslPtr s(SSL_new(ctx_.get()));
-	if (!s || SSL_use_certificate(s.get(), leaf->cert.get()) != 1 || SSL_add1_chain_cert(s.get(), ca_) != 1)
+	if (!s || !use_leaf(s.get(), sni, addr))
 		ssl_fail("a TLS session");
 	BIO* rbio = BIO_new(BIO_s_mem());
 	BIO* wbio = BIO_new(BIO_s_mem());

@@ -58,6 +58,13 @@ public:
 	SslPtr session(const std::string& sni, const Address& addr);
 	size_t leaves() const { return leaves_.size(); }
 
+	// The server context sessions are made from (the HTTP gate makes its
+	// own sessions of it and gives each its leaf once the SNI is known).
+	SSL_CTX* context() const { return ctx_.get(); }
+	// Gives a server session the leaf for `sni` ("": for `addr`) and the
+	// CA as its chain. False when OpenSSL refused.
+	bool use_leaf(SSL*, const std::string& sni, const Address& addr);
+
 	static constexpr size_t kMaxLeaves = 4096;
 
 private:
