@@ -33,7 +33,8 @@ TEST_F(Cli, PolicyCheckAcceptsValidFiles)
 	EXPECT_EQ(r.status, 0) << r.describe();
 	EXPECT_TRUE(lines_of(r.err).empty()) << r.describe();
 	Result bundled = env().airlock({"policy", "check", source_dir() + "/policies/default.json",
-					source_dir() + "/policies/research-agent.json"});
+					source_dir() + "/policies/research-agent.json",
+					source_dir() + "/policies/wiki-agent.json"});
 	EXPECT_EQ(bundled.status, 0) << bundled.describe();
 }
 

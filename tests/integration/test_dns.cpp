@@ -160,6 +160,7 @@ protected:
 	}
 
 	void sni_gate(const std::string& user);
+	void http_gate(const std::string& user);
 	void sni_gate_bulk(const std::string& user, const std::string& mode = "end");
 
 	json result(const RunResult& rr, const std::string& marker)
@@ -1609,6 +1610,93 @@ TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFronting)
 TEST_F(Dns, TheSniGatePassesTheRuleNameAndDeniesFrontingAsNobody)
 {
 	sni_gate("nobody");
+}
+
+// The HTTP gate on a real TLS origin (the sink's python https server, its
+// self-signed certificate the rule's tls.upstream_ca): the sandbox's
+// clients trust the bundle airlock offers them (the system's roots and the
+// sandbox's CA, through SSL_CERT_FILE and curl's variable) and nothing
+// else; a GET under /pub/ reaches the origin, from curl and from Python;
+// a GET outside it and a POST under it are answered 403 by the gate, never
+// reach the origin, and are recorded and audited as violations.
+void Dns::http_gate(const std::string& user)
+{
+	TlsOrigin o = tls_origin();
+	ASSERT_TRUE(o.proc && o.proc->running()) << (o.proc ? o.proc->describe() : "");
+	Proc& origin = *o.proc;
+	std::string page = env().marker("pub"), hidden = env().marker("hidden");
+	std::filesystem::create_directories(o.www + "/pub");
+	write_file(o.www + "/pub/" + page, page);
+	write_file(o.www + "/" + hidden, hidden);
+
+	json p = standard_dns_policy("it-http-gate");
+	p["rules"].push_back({{"action", "allow"},
+			      {"domain", "allowed.test"},
+			      {"ports", json::array({9443})},
+			      {"protocol", "tcp"},
+			      {"http", json::array({{{"methods", json::array({"GET"})}, {"path", "/pub/*"}}})},
+			      {"tls", {{"upstream_ca", o.cert}}}});
+	std::string policy = env().write_policy("http-gate.json", p);
+	std::string name = sandbox("http-" + (user.empty() ? std::string("root") : user));
+	std::string records = "/var/log/airlock/world/" + name + ".jsonl";
+	struct Cleanup {
+		std::string f;
+		~Cleanup() { std::filesystem::remove(f); }
+	} cleanup{records};
+	DnsWorld& w = world();
+	std::string url = "https://allowed.test:9443/";
+	RunResult rr = sandboxed(
+		name, policy,
+		Sequence({w.exec("get", {"curl", "-sS", "--max-time", "5", url + "pub/" + page}),
+			  w.exec("python",
+				 {python(), "-c",
+				  "import sys, urllib.request\n"
+				  "print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode(), end='')\n",
+				  url + "pub/" + page}),
+			  w.exec("hidden", {"curl", "-sS", "--max-time", "5", "-w", " %{http_code}", url + hidden}),
+			  w.exec("post", {"curl", "-sS", "--max-time", "5", "-w", " %{http_code}", "-d", "x=1",
+					  url + "pub/" + page})}),
+		Opts().as(user).timeout_of(60s));
+	json get = result(rr, "get"), py = result(rr, "python"), hid = result(rr, "hidden"), post = result(rr, "post");
+	EXPECT_EQ(get.value("status", -1), 0) << get.dump();
+	EXPECT_EQ(get.value("out", ""), page) << get.dump();
+	EXPECT_EQ(py.value("status", -1), 0) << py.dump();
+	EXPECT_EQ(py.value("out", ""), page) << py.dump();
+	std::string hid_out = hid.value("out", ""), post_out = post.value("out", "");
+	EXPECT_EQ(hid_out.substr(hid_out.size() < 4 ? 0 : hid_out.size() - 4), " 403") << hid.dump();
+	EXPECT_NE(hid_out.find("\"reason\":\"http-deny\""), std::string::npos) << hid.dump();
+	EXPECT_EQ(post_out.substr(post_out.size() < 4 ? 0 : post_out.size() - 4), " 403") << post.dump();
+	EXPECT_NE(origin.err().find("\"GET /pub/" + page), std::string::npos) << origin.err();
+	EXPECT_EQ(origin.err().find(hidden), std::string::npos) << origin.err();
+	EXPECT_EQ(origin.err().find("POST"), std::string::npos) << origin.err();
+
+	std::vector<std::string> verdicts;
+	for (const auto& j : read_json_lines(records))
+		if (j.value("kind", "") == "http-gate")
+			verdicts.push_back(j.value("method", "") + " " + j.value("path", "") + " " +
+					   j.value("verdict", "") + " " + j.value("reason", "") + " " +
+					   std::to_string(j.value("status", 0)));
+	EXPECT_EQ(verdicts,
+		  (std::vector<std::string>{"GET /pub/" + page + " pass  200", "GET /pub/" + page + " pass  200",
+					    "GET /" + hidden + " deny http-deny 403",
+					    "POST /pub/" + page + " deny http-deny 403"}))
+		<< read_file(records);
+	size_t audited = 0;
+	for (const auto& j : read_json_lines(env().audit_path()))
+		if (j.value("event", "") == "http-gate" && j.value("violation", false) &&
+		    j.value("sandbox", "") == name)
+			audited++;
+	EXPECT_EQ(audited, 2u) << dump_lines(env().audit());
+}
+
+TEST_F(Dns, TheHttpGateLetsThroughWhatItsEntriesAllowAndAnswersTheRest)
+{
+	http_gate("");
+}
+
+TEST_F(Dns, TheHttpGateLetsThroughWhatItsEntriesAllowAndAnswersTheRestAsNobody)
+{
+	http_gate("nobody");
 }
 
 // What follows a passed ClientHello goes through the gate untouched, in

@@ -69,13 +69,16 @@ TEST(PolicyHttp, TheIssueExampleReadsWhole)
 	EXPECT_EQ(describe(r), "allow wiki.example.org ports 443 tcp http-gate (3 entries)");
 }
 
-TEST(PolicyHttp, AnInspectedRuleIsARedirectToTheProxyButNotYetCompiled)
+TEST(PolicyHttp, AnInspectedRuleCompilesToARedirectToTheProxy)
 {
-	Policy p = parse_ok(rule(R"("http": [{"methods": ["GET"], "path": "/*"}])"));
+	Policy p = parse_ok(R"({"version": 1, "name": "t", "rules": [
+	  {"action": "allow", "cidr": "10.0.0.0/8", "ports": [80], "protocol": "tcp",
+	   "http": [{"methods": ["GET"], "path": "/*"}]}]})");
 	auto c = compile_policy(p, 1);
-	ASSERT_FALSE(c);
-	EXPECT_EQ(c.rejection().first(), "p.json: rules/0/http: the HTTP gate is not enforced by this version: use "
-					 "\"tls\": {\"sni\": \"require\"} for this destination");
+	ASSERT_TRUE(c) << c.rejection().first();
+	EXPECT_EQ(kernel_lookup(*c, 1, *parse_address("10.1.2.3"), 80, AL_PROTO_TCP), (KernelDecision{false, 0, true}));
+	EXPECT_EQ(kernel_lookup(*c, 1, *parse_address("10.1.2.3"), 81, AL_PROTO_TCP),
+		  (KernelDecision{false, AL_RULE_NONE, false}));
 }
 
 TEST(PolicyHttp, EntriesSayWhatIsWrongWithEachPart)

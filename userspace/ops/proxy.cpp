@@ -26,6 +26,7 @@
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
+#include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 
 #include "confine/process.h"
@@ -82,10 +83,15 @@ SandboxProxy::SandboxProxy(kernel::Kernel& k, const Paths& paths, const SandboxR
     : k_(k), paths_(paths), rec_(rec), policy_(policy), o_(std::move(o)), records_(records_file(policy, rec.name)),
       netns_inode_(netns_inode_of(o_.netns))
 {
-	if (policy_.world) {
-		// The world's CA: one for the sandbox's life (a restarted proxy
+	bool inspected = std::any_of(policy_.rules.begin(), policy_.rules.end(),
+				     [](const Rule& r) { return r.http.has_value(); });
+	if (policy_.world || inspected) {
+		// The sandbox's CA: one for the sandbox's life (a restarted proxy
 		// gets the same), its key in this process's memory and the
-		// proxy's, never in a file.
+		// proxy's, never in a file. The bundle offered to its commands is
+		// that CA alone in a world (nothing real is reached), and the
+		// system's roots with it where the HTTP gate ends TLS for real
+		// origins (every other destination keeps verifying as before).
 		ca_ = proxy::make_world_ca(rec_.name);
 		ca_file_ = ca_bundle_file(paths_, rec_.name);
 		// A command that runs as another user reaches the bundle: the state
@@ -94,7 +100,17 @@ SandboxProxy::SandboxProxy(kernel::Kernel& k, const Paths& paths, const SandboxR
 		if (::stat(paths_.state_dir.c_str(), &st) == 0)
 			::chmod(paths_.state_dir.c_str(), (st.st_mode & 07777) | 0011);
 		make_dirs(paths_.state_dir + "/world", 0755);
-		write_file_atomic(ca_file_, ca_.cert_pem, 0644);
+		std::string bundle = ca_.cert_pem;
+		if (!policy_.world) {
+			auto roots = read_file(X509_get_default_cert_file());
+			if (!roots)
+				spdlog::warn(
+					"{}: the system's roots ({}) could not be read: the sandbox's bundle holds "
+					"its CA alone",
+					rec_.name, X509_get_default_cert_file());
+			bundle = roots.value_or("") + "\n" + bundle;
+		}
+		write_file_atomic(ca_file_, bundle, 0644);
 	}
 	k_.create_origin_table(rec_.slot);
 	try {
@@ -390,7 +406,7 @@ void SandboxProxy::start()
 
 bool SandboxProxy::gated() const
 {
-	return std::any_of(policy_.rules.begin(), policy_.rules.end(), [](const Rule& r) { return r.tls_sni_require; });
+	return std::any_of(policy_.rules.begin(), policy_.rules.end(), [](const Rule& r) { return r.gated(); });
 }
 
 void SandboxProxy::serve()
@@ -443,7 +459,7 @@ void SandboxProxy::answer(const proxy::GateRequest& q)
 	Fd s;
 	if (!found || v.slot != rec_.slot || v.protocol != IPPROTO_TCP) {
 		r.error = ENOENT;
-	} else if (v.rule >= policy_.rules.size() || !policy_.rules[v.rule].tls_sni_require) {
+	} else if (v.rule >= policy_.rules.size() || !policy_.rules[v.rule].gated()) {
 		r.error = EPERM;
 	} else if (Address a = from_raw(v.family, v.addr); o_.netns.valid() && is_local_scope(a)) {
 		// Never for a sandbox in another network namespace: the gate's
@@ -494,19 +510,20 @@ void SandboxProxy::answer(const proxy::GateRequest& q)
 void SandboxProxy::report(const proxy::GateRequest& q)
 {
 	// Only the gate denies, and only for a rule it gates.
-	if (q.key.netns_cookie >= policy_.rules.size() || !policy_.rules[q.key.netns_cookie].tls_sni_require)
+	if (q.key.netns_cookie >= policy_.rules.size() || !policy_.rules[q.key.netns_cookie].gated())
 		return;
+	bool http = policy_.rules[q.key.netns_cookie].http.has_value();
 	auto text = [](const char* p, size_t n) { return printable(std::string(p, strnlen(p, n))); };
 	Address a = from_raw(q.key.family == AL_FAMILY_IPV6 ? AL_FAMILY_IPV6 : AL_FAMILY_IPV4, q.key.addr);
 	nlohmann::json j;
-	j["event"] = "sni-gate";
+	j["event"] = http ? "http-gate" : "sni-gate";
 	j["verdict"] = "deny";
 	j["violation"] = true;
 	j["dst"] = format_address(a);
 	j["port"] = q.key.port;
 	j["protocol"] = "tcp";
 	j["rule"] = q.key.netns_cookie;
-	j["sni"] = text(q.sni, sizeof(q.sni));
+	j[http ? "host" : "sni"] = text(q.sni, sizeof(q.sni));
 	j["reason"] = text(q.reason, sizeof(q.reason));
 	if (on_violation)
 		on_violation(j);
@@ -551,17 +568,18 @@ void SandboxProxy::retire()
 
 namespace {
 
-// What the proxy reads of a policy: its gated rules (index, name), the world.
+// What the proxy reads of a policy: its gated rules (index, name, what the
+// HTTP gate allows), the secrets, the world.
 bool same_for_the_proxy(const Policy& a, const Policy& b)
 {
 	auto gated = [](const Policy& p) {
-		std::vector<std::tuple<unsigned, std::string, bool>> out;
+		std::vector<std::tuple<unsigned, std::string, bool, bool, std::optional<HttpGate>>> out;
 		for (const auto& r : p.rules)
-			if (r.tls_sni_require)
-				out.emplace_back(r.index, r.domain.value_or(""), r.wildcard);
+			if (r.gated())
+				out.emplace_back(r.index, r.domain.value_or(""), r.wildcard, r.tls_sni_require, r.http);
 		return out;
 	};
-	return gated(a) == gated(b) && a.world == b.world;
+	return gated(a) == gated(b) && a.secrets == b.secrets && a.world == b.world;
 }
 
 }  // namespace

@@ -468,13 +468,6 @@ Result<CompiledPolicy, PolicyRejection> compile_policy(const Policy& p, uint32_t
 	compile_names(p, policy_id, c, errors);
 	compile_unix(p, policy_id, c, errors);
 	compile_dns(p, c, errors);
-	// The proxy does not end TLS for real destinations yet: a rule whose
-	// requests it cannot judge is refused, never let through unjudged.
-	for (const auto& r : p.rules)
-		if (r.http)
-			errors.push_back({p.source, fmt::format("rules/{}/http", r.index),
-					  "the HTTP gate is not enforced by this version: use \"tls\": {\"sni\": "
-					  "\"require\"} for this destination"});
 	if (!errors.empty())
 		return PolicyRejection{std::move(errors)};
 	return c;

@@ -169,7 +169,7 @@ void WorldImpl::on_accept(size_t i, const error_code& ec, tcp::socket s)
 	last_accept_error_ = {};
 	connections_++;
 	error_code ignored;
-	if (live_.size() + gates_.size() >= o_.max_connections) {
+	if (live_.size() + gates_.size() + http_.size() >= o_.max_connections) {
 		refused_busy_++;
 		s.close(ignored);
 		return accept(i);
@@ -185,6 +185,13 @@ void WorldImpl::on_accept(size_t i, const error_code& ec, tcp::socket s)
 		s.close(ignored);
 		return accept(i);
 	}
+	if (o_.gate && http_rule(origin->rule)) {
+		auto h = make_http_gate_connection(io_, std::move(s), std::move(*origin), o_.gate, shared_from_this(),
+						   o_.http->tls, o_.http->limits);
+		http_.emplace(h.get(), h);
+		h->start();
+		return accept(i);
+	}
 	if (const GateRule* rule = o_.gate ? o_.gate->rule(origin->rule) : nullptr) {
 		auto g = make_gate_connection(io_, std::move(s), std::move(*origin), *rule, o_.gate, shared_from_this(),
 					      o_.idle_timeout);
@@ -197,6 +204,22 @@ void WorldImpl::on_accept(size_t i, const error_code& ec, tcp::socket s)
 	live_.emplace(c.get(), c);
 	c->start();
 	accept(i);
+}
+
+const HttpGateRule* WorldImpl::http_rule(uint16_t index) const
+{
+	if (!o_.http)
+		return nullptr;
+	auto it = o_.http->rules.find(index);
+	return it == o_.http->rules.end() ? nullptr : &it->second;
+}
+
+std::optional<std::string> WorldImpl::secret(const std::string& name) const
+{
+	if (!o_.http)
+		return std::nullopt;
+	auto it = o_.http->injectable.find(name);
+	return it == o_.http->injectable.end() ? std::nullopt : std::optional<std::string>(it->second);
 }
 
 std::string WorldImpl::answer_dns(const Origin& o, std::string_view query)
@@ -264,6 +287,13 @@ void WorldImpl::stop()
 	for (auto& g : gated)
 		g->stop();
 	gates_.clear();
+	std::vector<std::shared_ptr<HttpGateConnection>> inspected;
+	inspected.reserve(http_.size());
+	for (auto& [ptr, h] : http_)
+		inspected.push_back(h);
+	for (auto& h : inspected)
+		h->stop();
+	http_.clear();
 	records_.close();
 }
 

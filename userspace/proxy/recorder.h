@@ -32,7 +32,7 @@ namespace airlock::proxy {
 inline constexpr size_t kSpareFds = 64;
 inline constexpr uint16_t kDnsPort = 53;
 
-class WorldImpl : public std::enable_shared_from_this<WorldImpl>, public GateHost {
+class WorldImpl : public std::enable_shared_from_this<WorldImpl>, public GateHost, public HttpGateHost {
 public:
 	WorldImpl(boost::asio::io_context& io, WorldOptions o, OriginLookup lookup);
 
@@ -65,9 +65,23 @@ public:
 	// Four descriptors for each gated connection, besides two for each of
 	// the connections max_connections allows and kSpareFds, within the
 	// descriptor limit read at start.
-	bool may_pipe() const override { return o_.max_connections * 2 + gates_.size() * 4 + kSpareFds <= nofile_; }
+	bool may_pipe() const override
+	{
+		return o_.max_connections * 2 + (gates_.size() + http_.size()) * 4 + kSpareFds <= nofile_;
+	}
 	void record_sni(const Origin& o, const SniRecord& r) override { record(sni_record_line(o_.sandbox, o, r)); }
 	void forget_gate(GateConnection* c) override { gates_.erase(c); }
+
+	// For connections of inspected rules.
+	const HttpGateRule* http_rule(uint16_t index) const override;
+	gate::RateTable& rates() override { return rates_; }
+	const gate::NeverSend& never_send() const override { return o_.http->never_send; }
+	std::optional<std::string> secret(const std::string& name) const override;
+	void record_request(const Origin& o, const GateRequestRecord& r) override
+	{
+		record(gate_request_line(o_.sandbox, o, r));
+	}
+	void forget_http(HttpGateConnection* c) override { http_.erase(c); }
 
 private:
 	void accept(size_t i);
@@ -92,6 +106,8 @@ private:
 	std::vector<std::unique_ptr<Datagrams>> udp_;
 	std::unordered_map<StreamConnection*, std::shared_ptr<StreamConnection>> live_;
 	std::unordered_map<GateConnection*, std::shared_ptr<GateConnection>> gates_;
+	std::unordered_map<HttpGateConnection*, std::shared_ptr<HttpGateConnection>> http_;
+	gate::RateTable rates_;
 	NameTable names_;
 	size_t nofile_ = 0;  // RLIMIT_NOFILE's soft limit at start
 	bool started_ = false;

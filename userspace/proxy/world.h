@@ -36,6 +36,7 @@
 #include "net/address.h"
 #include "policy/policy.h"
 #include "proxy/records.h"  // Origin
+#include "proxy/http_gate.h"
 #include "proxy/sni_gate.h"
 #include "proxy/world_stats.h"
 
@@ -68,6 +69,9 @@ struct WorldOptions {
 	// The SNI gate; null: no rule is gated (an origin of a gated rule is
 	// then closed as unknown).
 	std::shared_ptr<Gate> gate;
+	// The HTTP gate's rules, secrets and TLS (with `gate`, which makes its
+	// sockets); null: no rule is inspected.
+	std::shared_ptr<const HttpGateSetup> http;
 	size_t max_connections = 256;  // open at once; more are accepted and closed at once, counted
 	std::chrono::milliseconds idle_timeout{
 		30000};                               // silent this long (or not reading our answer): closed, recorded

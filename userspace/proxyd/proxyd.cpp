@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <csignal>
 #include <memory>
 #include <optional>
@@ -14,7 +16,10 @@
 #include <spdlog/spdlog.h>
 
 #include "confine/process.h"
+#include "gate/secrets.h"
 #include "policy/policy.h"
+#include "proxy/gate_tls.h"
+#include "proxy/http_gate.h"
 #include "proxy/tls.h"
 #include "proxy/world.h"
 #include "proxyd/agent_gate.h"
@@ -22,6 +27,7 @@
 #include "proxyd/origins.h"
 #include "proxyd/stats_reporter.h"
 #include "util/error.h"
+#include "util/fd.h"
 #include "util/exit_code.h"
 
 namespace airlock::proxyd {
@@ -84,6 +90,54 @@ std::shared_ptr<proxy::TlsTerminator> read_ca(int ca_fd)
 	return tls;
 }
 
+// The whole of a PEM file a rule names (tls.upstream_ca), read as root
+// before the proxy drops to its user; at most 1 MiB.
+std::string read_roots(const std::string& path)
+{
+	Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+	if (!fd.valid())
+		fail_errno("tls.upstream_ca " + path);
+	std::string out;
+	char buf[8192];
+	ssize_t n;
+	while ((n = ::read(fd.get(), buf, sizeof(buf))) > 0) {
+		out.append(buf, static_cast<size_t>(n));
+		if (out.size() > (1u << 20))
+			fail("tls.upstream_ca {}: more than 1 MiB", path);
+	}
+	if (n < 0)
+		fail_errno("tls.upstream_ca " + path);
+	return out;
+}
+
+// What the HTTP gate serves with (null: no rule is inspected): the rules,
+// the policy's secrets read as root, the origins' roots, and TLS with the
+// sandbox's CA (plain HTTP only without one). Before the filter: it
+// reads files.
+std::shared_ptr<const proxy::HttpGateSetup> http_gate_setup(const Policy& p, std::shared_ptr<proxy::TlsTerminator> tls)
+{
+	auto setup = std::make_shared<proxy::HttpGateSetup>();
+	for (const Rule& r : p.rules) {
+		if (!r.http)
+			continue;
+		proxy::HttpGateRule g{r.domain.value_or(""), r.wildcard, *r.http, ""};
+		if (!r.http->upstream_ca.empty())
+			g.upstream_ca_pem = read_roots(r.http->upstream_ca);
+		setup->rules.emplace(static_cast<uint16_t>(r.index), std::move(g));
+	}
+	if (setup->rules.empty())
+		return nullptr;
+	auto secrets = gate::read_secrets(p);
+	if (!secrets)
+		fail("{}", secrets.rejection().first());
+	setup->never_send = gate::NeverSend(secrets->never_send);
+	for (auto& v : secrets->injectable)
+		setup->injectable[v.name] = v.value;
+	if (tls)
+		setup->tls = std::make_shared<proxy::GateTls>(std::move(tls));
+	return setup;
+}
+
 // A gated connection spliced holds a pipe a way, four descriptors more
 // than its two sockets: the soft limit goes up to the hard one (the
 // recorder's max_connections bounds what is open), read by the recorder
@@ -136,6 +190,7 @@ int run(const ProxyArgs& a)
 	o.world = parsed->world.value_or(WorldPolicy{});
 	if (a.ca_fd >= 0)
 		o.tls = read_ca(a.ca_fd);
+	o.http = http_gate_setup(*parsed, o.tls);
 	prepare_process();
 
 	boost::asio::io_context io;

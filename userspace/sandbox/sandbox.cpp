@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "gate/secrets.h"
 #include "policy/compile.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/launch.h"
@@ -109,6 +110,15 @@ Result<Policy> load_policy(const std::string& file)
 	// Compile once for the errors only the compiler finds (kernel limits).
 	if (auto c = compile_policy(*res, 1); !c)
 		return c.rejection().lines();
+	// The files the sandbox's proxy reads as it starts: a policy whose
+	// secrets or origins' roots it could not read is refused here, once,
+	// rather than a proxy that fails at each start.
+	if (auto s = gate::read_secrets(*res); !s)
+		return s.rejection();
+	for (const Rule& r : res->rules)
+		if (r.http && !r.http->upstream_ca.empty() && !read_file(r.http->upstream_ca))
+			return Rejection{{fmt::format("{}: rules/{}/tls/upstream_ca: {}: cannot be read", res->source,
+						      r.index, r.http->upstream_ca)}};
 	return *res;
 }
 
