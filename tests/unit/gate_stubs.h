@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -165,9 +166,18 @@ public:
 	{
 		std::lock_guard lock(mu);
 		records.push_back(r);
+		recorded.notify_all();
+	}
+	// Whether n records are in within the deadline (a connection the
+	// client saw end, say in its handshake, may be recorded just after).
+	bool wait_for_records(size_t n, std::chrono::milliseconds deadline = loopback::kDeadline)
+	{
+		std::unique_lock lock(mu);
+		return recorded.wait_for(lock, deadline, [&] { return records.size() >= n; });
 	}
 	void forget_http(HttpGateConnection*) override {}
 	std::mutex mu;
+	std::condition_variable recorded;
 	std::vector<GateRequestRecord> records;
 
 private:
