@@ -261,6 +261,24 @@ void WorldImpl::record(const std::string& line)
 		records_dropped_++;
 }
 
+namespace {
+
+// Stops every connection of a table (each stop() may erase its own entry:
+// they are taken out first), then empties it.
+template <class Table>
+void stop_all(Table& table)
+{
+	std::vector<typename Table::mapped_type> open;
+	open.reserve(table.size());
+	for (auto& [ptr, c] : table)
+		open.push_back(c);
+	for (auto& c : open)
+		c->stop();
+	table.clear();
+}
+
+}  // namespace
+
 void WorldImpl::stop()
 {
 	if (stopped_)
@@ -273,27 +291,9 @@ void WorldImpl::stop()
 		t->cancel();
 	for (auto& u : udp_)
 		u->socket.close(ignored);
-	std::vector<std::shared_ptr<StreamConnection>> open;
-	open.reserve(live_.size());
-	for (auto& [ptr, c] : live_)
-		open.push_back(c);
-	for (auto& c : open)
-		c->stop();
-	live_.clear();
-	std::vector<std::shared_ptr<GateConnection>> gated;
-	gated.reserve(gates_.size());
-	for (auto& [ptr, g] : gates_)
-		gated.push_back(g);
-	for (auto& g : gated)
-		g->stop();
-	gates_.clear();
-	std::vector<std::shared_ptr<HttpGateConnection>> inspected;
-	inspected.reserve(http_.size());
-	for (auto& [ptr, h] : http_)
-		inspected.push_back(h);
-	for (auto& h : inspected)
-		h->stop();
-	http_.clear();
+	stop_all(live_);
+	stop_all(gates_);
+	stop_all(http_);
 	records_.close();
 }
 
