@@ -104,6 +104,14 @@ std::vector<std::pair<std::string, std::string>> env_values(std::string_view tex
 	return out;
 }
 
+Result<std::string> read_policy_file(const std::string& path)
+{
+	auto f = read_secret_file(path);
+	if (!f)
+		return f.rejection();
+	return std::move(f->text);
+}
+
 Result<Secrets> read_secrets(const Policy& p)
 {
 	Secrets out;

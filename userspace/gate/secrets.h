@@ -31,6 +31,12 @@ struct Secrets {
 // secret ("POLICY: secrets/NAME: /path: ...").
 Result<Secrets> read_secrets(const Policy&);
 
+// A file a policy names for the gate (a secret, an origin's roots, at
+// tls.upstream_ca), read whole the way secrets are: a regular file reached
+// without a symbolic link at its end, at most kMaxSecretFileBytes; or why
+// not, one line.
+Result<std::string> read_policy_file(const std::string& path);
+
 // The values of an env file's text (its KEY=VALUE lines), in order.
 std::vector<std::pair<std::string, std::string>> env_values(std::string_view text);
 

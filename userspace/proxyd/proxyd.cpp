@@ -4,8 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
 #include <csignal>
 #include <memory>
 #include <optional>
@@ -27,7 +25,6 @@
 #include "proxyd/origins.h"
 #include "proxyd/stats_reporter.h"
 #include "util/error.h"
-#include "util/fd.h"
 #include "util/exit_code.h"
 
 namespace airlock::proxyd {
@@ -90,24 +87,14 @@ std::shared_ptr<proxy::TlsTerminator> read_ca(int ca_fd)
 	return tls;
 }
 
-// The whole of a PEM file a rule names (tls.upstream_ca), read as root
-// before the proxy drops to its user; at most 1 MiB.
+// The PEM file a rule names (tls.upstream_ca), read as root before the
+// proxy drops to its user, as load_policy read it.
 std::string read_roots(const std::string& path)
 {
-	Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-	if (!fd.valid())
-		fail_errno("tls.upstream_ca " + path);
-	std::string out;
-	char buf[8192];
-	ssize_t n;
-	while ((n = ::read(fd.get(), buf, sizeof(buf))) > 0) {
-		out.append(buf, static_cast<size_t>(n));
-		if (out.size() > (1u << 20))
-			fail("tls.upstream_ca {}: more than 1 MiB", path);
-	}
-	if (n < 0)
-		fail_errno("tls.upstream_ca " + path);
-	return out;
+	auto text = gate::read_policy_file(path);
+	if (!text)
+		fail("tls.upstream_ca {}: {}", path, text.rejection().first());
+	return *text;
 }
 
 // What the HTTP gate serves with (null: no rule is inspected): the rules,

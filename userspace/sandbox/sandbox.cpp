@@ -115,10 +115,13 @@ Result<Policy> load_policy(const std::string& file)
 	// rather than a proxy that fails at each start.
 	if (auto s = gate::read_secrets(*res); !s)
 		return s.rejection();
-	for (const Rule& r : res->rules)
-		if (r.http && !r.http->upstream_ca.empty() && !read_file(r.http->upstream_ca))
-			return Rejection{{fmt::format("{}: rules/{}/tls/upstream_ca: {}: cannot be read", res->source,
-						      r.index, r.http->upstream_ca)}};
+	for (const Rule& r : res->rules) {
+		if (!r.http || r.http->upstream_ca.empty())
+			continue;
+		if (auto ca = gate::read_policy_file(r.http->upstream_ca); !ca)
+			return Rejection{{fmt::format("{}: rules/{}/tls/upstream_ca: {}: {}", res->source, r.index,
+						      r.http->upstream_ca, ca.rejection().first())}};
+	}
 	return *res;
 }
 
