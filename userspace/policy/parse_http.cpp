@@ -313,7 +313,8 @@ void Parser::secrets(const json& v, const std::string& path, std::vector<SecretS
 	if (!expect(v, path, v.is_object(), "an object"))
 		return;
 	for (auto it = v.begin(); it != v.end(); ++it) {
-		std::string sp = join(path, it.key());
+		// A name that is not one may hold any byte: the path prints it escaped.
+		std::string sp = join(path, printable(it.key()));
 		if (!secret_name(it.key())) {
 			error(sp, "a secret's name is 1 to 64 of A-Z a-z 0-9 - _ .");
 			continue;
