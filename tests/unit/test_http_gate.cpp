@@ -82,11 +82,13 @@ protected:
 		return client;
 	}
 
-	// The whole answer to `requests` sent on one connection.
+	// The whole answer to `requests` sent on one connection, the client's
+	// side shut after them.
 	std::string exchange(const std::string& requests)
 	{
 		Fd c = open();
 		send_all(c.get(), requests);
+		::shutdown(c.get(), SHUT_WR);
 		return read_to_eof(c.get()).value_or("(no end within the deadline)");
 	}
 
@@ -212,6 +214,28 @@ TEST_F(HttpGateTest, EachRefusalIsAnsweredByTheGateAndNothingGoesUpstream)
 		EXPECT_EQ(v.back(), r.reason + ": " + r.detail);
 	}
 	EXPECT_EQ(origin_.seen().size(), 0u) << "nothing of a refused request goes upstream";
+}
+
+// A refusal of a request read whole leaves a kept-alive connection open:
+// the next request on it is judged on its own and may pass. A refusal of
+// one not read whole (a body too large to read) ends it: what follows is
+// not told apart from the rest of that body.
+TEST_F(HttpGateTest, ARefusedRequestReadWholeLeavesTheConnectionOpen)
+{
+	std::string answer = exchange("POST /wiki/x HTTP/1.1\r\n" + kHost + "Content-Length: 3\r\n\r\nabc" +
+				      "GET /wiki/y HTTP/1.1\r\n" + kHost + "\r\n");
+	EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 403") << answer;
+	EXPECT_EQ(answer.find("Connection: close"), std::string::npos) << answer;
+	EXPECT_NE(answer.find("HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\nsaw GET /wiki/y"), std::string::npos)
+		<< answer;
+	EXPECT_EQ(origin_.seen().size(), 1u);
+
+	answer = exchange("POST /api/mail/send HTTP/1.1\r\n" + kHost + "Content-Length: 9999999\r\n\r\n" +
+			  "GET /wiki/z HTTP/1.1\r\n" + kHost + "\r\n");
+	EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 413") << answer;
+	EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+	EXPECT_EQ(answer.find("saw GET /wiki/z"), std::string::npos) << answer;
+	EXPECT_EQ(origin_.seen().size(), 1u);
 }
 
 }  // namespace

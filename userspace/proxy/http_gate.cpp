@@ -361,16 +361,17 @@ private:
 		scan.feed(body_);
 		if (auto found = scan.found()) {
 			rec_.secret = *found;
-			return refuse(403, "secret", fmt::format("the request carries secret '{}'", *found));
+			return refuse(403, "secret", fmt::format("the request carries secret '{}'", *found),
+				      Read::Whole);
 		}
 		gate::Request req{head_.method, head_.host, target_, media_type(head_.header("content-type")), body_};
 		gate::Verdict v = gate::judge(rule_->http, origin_.rule, req, host_->rates(),
 					      gate::RateTable::Clock::now());
 		rec_.entry = v.entry;
 		if (v.kind == gate::Verdict::Deny)
-			return refuse(403, v.reason, v.detail);
+			return refuse(403, v.reason, v.detail, Read::Whole);
 		if (v.kind == gate::Verdict::Limited)
-			return refuse(429, v.reason, v.detail);
+			return refuse(429, v.reason, v.detail, Read::Whole);
 		std::vector<gate::Header> added;
 		for (const InjectHeader& h : rule_->http.inject) {
 			std::string value;
@@ -579,8 +580,14 @@ private:
 		answer(502, nlohmann::json{{"airlock", "upstream"}, {"detail", rec_.detail}});
 	}
 
-	// A request the gate answers itself: recorded, reported, closed.
-	void refuse(unsigned status, const std::string& reason, const std::string& detail)
+	// How much of a refused request was read: all of it (the connection
+	// may go on to the next, as the client asked), or not (it ends: what
+	// follows cannot be told apart from the rest of this one).
+	enum class Read { Part, Whole };
+
+	// A request the gate answers itself: recorded, reported, and the
+	// connection closed unless the request was read whole and kept alive.
+	void refuse(unsigned status, const std::string& reason, const std::string& detail, Read read = Read::Part)
 	{
 		rec_.reason = reason;
 		rec_.detail = detail;
@@ -590,22 +597,26 @@ private:
 				    {"reason", reason},
 				    {"detail", detail}};
 		body["entry"] = rec_.entry ? nlohmann::json(*rec_.entry) : nlohmann::json(nullptr);
-		answer(status, body);
+		answer(status, body, read == Read::Whole && !head_.close && !head_.http10);
 	}
 
-	void answer(unsigned status, const nlohmann::json& body)
+	void answer(unsigned status, const nlohmann::json& body, bool keep = false)
 	{
 		if (done_)
 			return;
 		rec_.status = status;
 		host_->record_request(origin_, rec_);
 		std::string text = body.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + "\n";
-		back_ = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
-				    "Connection: close\r\n\r\n{}",
-				    status, status_text(status), text.size(), text);
+		back_ = fmt::format(
+			"HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n{}", status,
+			status_text(status), text.size(), keep ? "" : "Connection: close\r\n", text);
 		with_client([&](auto& c) {
 			net::async_write(c, net::buffer(back_),
-					 [self = shared_from_this()](const error_code&, size_t) { self->finish(); });
+					 [self = shared_from_this(), keep](const error_code& ec, size_t) {
+						 if (ec || !keep || self->done_)
+							 return self->finish();
+						 self->next_request();
+					 });
 		});
 	}
 
