@@ -13,6 +13,7 @@ TEST_PACKAGES=(
   clang-14 clang-tidy clang-format-14 libclang-rt-14-dev libgtest-dev libgmock-dev liburing-dev bash-completion
   bind9-dnsutils dnsmasq-base iodine dns2tcp prometheus podman runc yamllint nftables
   qemu-system-x86 busybox-static cpio mitmproxy ccache libboost-url1.81-dev
+  git nodejs python3-requests
 )
 case "${1:-all}" in
   run) packages=("${RUN_PACKAGES[@]}") ;;

@@ -841,6 +841,20 @@ DnsMatch DnsDenied(const std::string& reason, const std::string& sandbox, std::o
 	return ::testing::AssertionSuccess();
 }
 
+OriginCert make_origin_cert(const std::string& dir)
+{
+	std::filesystem::create_directories(dir);
+	OriginCert c{dir + "/cert.pem", dir + "/key.pem"};
+	auto made = run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+			 "/CN=allowed.test", "-addext",
+			 "subjectAltName=DNS:allowed.test,DNS:*.allowed.test,DNS:evil.test", "-keyout", c.key, "-out",
+			 c.cert},
+			30s);
+	if (made.status != 0)
+		throw std::runtime_error("openssl could not make the origin's certificate: " + made.err);
+	return c;
+}
+
 json ResultOf(const RunResult& rr, const std::string& marker)
 {
 	return ResultFor(rr, marker);

@@ -184,6 +184,13 @@ size_t wire_queries_for(Env& env, const std::string& name, bool under = false);
 // Frames from 10.77.0.1:<sport> to port 53.
 size_t wire_frames_from(Env& env, int sport);
 
+// A self-signed certificate (openssl) for allowed.test, *.allowed.test and
+// evil.test: DIR/cert.pem and DIR/key.pem (DIR is made).
+struct OriginCert {
+	std::string cert, key;
+};
+OriginCert make_origin_cert(const std::string& dir);
+
 // ---- the world -------------------------------------------------------------------------
 class DnsWorld {
 public:

@@ -109,14 +109,9 @@ protected:
 		std::string dir = env().path("tls-origin");
 		t.www = dir + "/www";
 		std::filesystem::create_directories(t.www);
-		t.cert = dir + "/cert.pem";
-		std::string key = dir + "/key.pem";
-		auto made = run({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-				 "/CN=allowed.test", "-addext",
-				 "subjectAltName=DNS:allowed.test,DNS:*.allowed.test,DNS:evil.test", "-keyout", key,
-				 "-out", t.cert},
-				30s);
-		EXPECT_EQ(made.status, 0) << made.err;
+		OriginCert c = make_origin_cert(dir);
+		t.cert = c.cert;
+		std::string key = c.key;
 		std::string server = env().write_text(
 			"tls_origin.py",
 			"import http.server, socket, ssl, sys, functools\n"
