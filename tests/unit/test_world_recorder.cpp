@@ -35,6 +35,8 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/openssl_hello.h"
+#include "gate/never_send.h"
+#include "proxy/http_gate.h"
 #include "proxy/records.h"
 #include "proxy/tls.h"
 #include "proxy/world.h"
@@ -1012,6 +1014,54 @@ TEST_F(WorldRecorderTest, StopRecordsWhatOpenConnectionsSent)
 	EXPECT_EQ(rs[0]["bytes_in"], 3);
 	EXPECT_EQ(rs[0]["head_hex"], "616263");
 	EXPECT_EQ(read_to_eof(c.get(), 5s), std::string());
+}
+
+// The policy's secrets are never-send patterns in the world too: a request
+// that carries one (its query, a header, its body as base64) is answered
+// 403 as the gate would, and recorded with the secret's name, its path
+// without the query, and no headers or body; a raw stream that carries
+// one is recorded with its head withheld. The value is in no record.
+// Other requests are recorded whole, as before.
+TEST_F(WorldRecorderTest, ARequestCarryingASecretIsRefusedAndRecordedWithoutIt)
+{
+	const std::string secret = "sk-world-secret-0123456789";
+	auto setup = std::make_shared<HttpGateSetup>();
+	setup->never_send = gate::NeverSend({{"env/KEY", secret}});
+	options_.http = setup;
+	start();
+	Ran q = curl({url("/search?k=" + secret)});
+	EXPECT_EQ(q.out.substr(q.out.size() - 4), "|403") << q.out;
+	EXPECT_NE(q.out.find("\"reason\":\"secret\""), std::string::npos) << q.out;
+	Ran h = curl({"-H", "X-Key: " + secret, url("/h")});
+	EXPECT_EQ(h.out.substr(h.out.size() - 4), "|403") << h.out;
+	Ran b = curl({"-d", "x=" + gate::base64_inside(secret, 1, false) + "AA", url("/upload")});
+	EXPECT_EQ(b.out.substr(b.out.size() - 4), "|403") << b.out;
+	Ran clean = curl({"-H", "X-Agent: probe", url("/clean?q=1")});
+	EXPECT_EQ(clean.out, "airlock world: recorded\n|200");
+	Fd raw = connect_to(port_);
+	send_all(raw.get(), "\x01\x02" + secret);
+	::shutdown(raw.get(), SHUT_WR);
+	EXPECT_TRUE(read_to_eof(raw.get()));
+
+	auto rs = await(5);
+	ASSERT_EQ(rs.size(), 5u);
+	std::vector<std::string> got;
+	for (size_t i = 0; i < 3; i++) {
+		got.push_back(rs[i]["path"].get<std::string>() + " " + rs[i].value("secret", "") + " " +
+			      std::to_string(rs[i]["status"].get<unsigned>()));
+		EXPECT_FALSE(rs[i].contains("headers")) << rs[i].dump();
+		EXPECT_FALSE(rs[i].contains("body")) << rs[i].dump();
+	}
+	EXPECT_EQ(got, (std::vector<std::string>{"/search env/KEY 403", "/h env/KEY 403", "/upload env/KEY 403"}));
+	EXPECT_EQ(rs[3]["path"], "/clean?q=1");
+	EXPECT_EQ(rs[3]["headers"]["X-Agent"], "probe");
+	EXPECT_FALSE(rs[3].contains("secret"));
+	EXPECT_EQ(rs[4]["kind"], "tcp");
+	std::ifstream in(records_);
+	std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+	EXPECT_EQ(all.find(secret), std::string::npos) << all;
+	EXPECT_EQ(all.find(hex_of(secret.substr(0, 8))), std::string::npos) << all;
+	EXPECT_EQ(recorder_->stats().http_requests, 4u);
 }
 
 }  // namespace

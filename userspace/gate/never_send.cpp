@@ -206,4 +206,11 @@ std::optional<std::string> NeverSend::find(std::string_view bytes) const
 	return s.found();
 }
 
+std::string scrubbed(const NeverSend& n, std::string text)
+{
+	if (auto found = n.find(text))
+		return "(withheld: it carries secret '" + *found + "')";
+	return text;
+}
+
 }  // namespace airlock::gate

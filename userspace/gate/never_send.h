@@ -81,6 +81,11 @@ private:
 	std::vector<std::string> names_;
 };
 
+// text as a record or a log may show it: itself, or, when it carries a
+// secret (a Host, a path, a refusal's detail quoting the request), a
+// placeholder naming the secret.
+std::string scrubbed(const NeverSend&, std::string text);
+
 // The base64 of value as it appears inside any longer base64 text that
 // carries it at alignment 0, 1 or 2 (the characters every such text has).
 std::string base64_inside(std::string_view value, unsigned alignment, bool url_alphabet);

@@ -223,10 +223,23 @@ private:
 		rec_.time = std::chrono::system_clock::now();
 		rec_.reason = reason;
 		rec_.detail = detail;
+		scrub();
 		if (violation)
-			gate_->violation(origin_, rec_.host, fmt::format("{}: {}", reason, detail));
+			gate_->violation(origin_, rec_.host, fmt::format("{}: {}", reason, rec_.detail));
 		host_->record_request(origin_, rec_);
 		finish();
+	}
+
+	// What the record and the audit line show of the request never
+	// carries a secret's value: a name, a path or a refusal's detail that
+	// quotes one is withheld.
+	void scrub()
+	{
+		const gate::NeverSend& n = host_->never_send();
+		rec_.method = gate::scrubbed(n, std::move(rec_.method));
+		rec_.host = gate::scrubbed(n, std::move(rec_.host));
+		rec_.path = gate::scrubbed(n, std::move(rec_.path));
+		rec_.detail = gate::scrubbed(n, std::move(rec_.detail));
 	}
 
 	void read_more(void (Conn::*then)())
@@ -282,6 +295,12 @@ private:
 		rule_ = host_->http_rule(origin_.rule);
 		if (!rule_)
 			return finish();
+		// A secret in the head is refused before anything else is said of
+		// it (its Host or target quoted in another refusal's detail).
+		if (auto found = host_->never_send().find(head_bytes_)) {
+			rec_.secret = *found;
+			return refuse(403, "secret", fmt::format("the request carries secret '{}'", *found));
+		}
 		if (auto why = host_problem())
 			return refuse(400, "http-host", *why);
 		auto t = url::canonical_target(head_.target);
@@ -591,11 +610,14 @@ private:
 	{
 		rec_.reason = reason;
 		rec_.detail = detail;
-		gate_->violation(origin_, head_.host, fmt::format("{}: {}", reason, detail));
+		if (rec_.host.empty())
+			rec_.host = head_.host;
+		scrub();
+		gate_->violation(origin_, rec_.host, fmt::format("{}: {}", reason, rec_.detail));
 		nlohmann::json body{{"airlock", "denied"},
 				    {"rule", origin_.rule},
 				    {"reason", reason},
-				    {"detail", detail}};
+				    {"detail", rec_.detail}};
 		body["entry"] = rec_.entry ? nlohmann::json(*rec_.entry) : nlohmann::json(nullptr);
 		answer(status, body, read == Read::Whole && !head_.close && !head_.http10);
 	}

@@ -1,7 +1,7 @@
 #pragma once
 // How the recorder reads an HTTP/1.x request: whether the first bytes of a
 // stream can start one, and its body, every byte counted and the first
-// max_body_bytes kept.
+// max_body_bytes kept, every byte scanned for the policy's secrets.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +11,8 @@
 #include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/optional.hpp>
+
+#include "gate/never_send.h"
 
 namespace airlock::proxy {
 
@@ -43,6 +45,7 @@ struct RecordedBody {
 		std::string kept;
 		uint64_t limit = 0;
 		uint64_t size = 0;
+		gate::NeverSend::Scan* scan = nullptr;  // fed every byte, when set
 	};
 
 	class reader {
@@ -61,6 +64,8 @@ struct RecordedBody {
 				const char* p = static_cast<const char*>(b.data());
 				uint64_t room = body_.limit > body_.kept.size() ? body_.limit - body_.kept.size() : 0;
 				body_.kept.append(p, static_cast<size_t>(std::min<uint64_t>(room, b.size())));
+				if (body_.scan)
+					body_.scan->feed(std::string_view(p, b.size()));
 				n += b.size();
 			}
 			body_.size += n;

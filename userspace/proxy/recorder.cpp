@@ -136,7 +136,7 @@ void WorldImpl::on_datagram(size_t i, size_t n)
 	UdpRecord r;
 	r.time = std::chrono::system_clock::now();
 	r.bytes_in = n;
-	r.head.assign(d.buf.data(), std::min(n, kHeadBytes));
+	r.head = scrub(std::string(d.buf.data(), std::min(n, kHeadBytes)));
 	record(udp_record_line(o_.sandbox, *origin, r));
 }
 
@@ -236,7 +236,7 @@ std::string WorldImpl::answer_dns(const Origin& o, std::string_view query)
 	r.time = std::chrono::system_clock::now();
 	r.bytes_in = query.size();
 	if (q.ignore || q.problem != DnsRcode::NoError)
-		r.head = std::string(query.substr(0, kHeadBytes));
+		r.head = scrub(std::string(query.substr(0, kHeadBytes)));
 	if (q.ignore) {
 		note(r);  // written down, not answered
 		return {};
@@ -244,7 +244,7 @@ std::string WorldImpl::answer_dns(const Origin& o, std::string_view query)
 	dns_queries_++;
 	DnsAnswer a = answer_dns_query(q, names_);
 	if (q.problem == DnsRcode::NoError) {
-		r.query = q.name;
+		r.query = scrub(q.name);
 		r.qtype = dns_type_name(q.qtype);
 	}
 	r.rcode = dns_rcode_name(a.rcode);

@@ -75,7 +75,9 @@ public:
 	// For connections of inspected rules.
 	const HttpGateRule* http_rule(uint16_t index) const override;
 	gate::RateTable& rates() override { return rates_; }
-	const gate::NeverSend& never_send() const override { return o_.http->never_send; }
+	const gate::NeverSend& never_send() const override { return o_.http ? o_.http->never_send : kNoSecrets; }
+	// text as a record may show it (gate::scrubbed): never a secret's value.
+	std::string scrub(std::string text) const { return gate::scrubbed(never_send(), std::move(text)); }
 	std::optional<std::string> secret(const std::string& name) const override;
 	void record_request(const Origin& o, const GateRequestRecord& r) override
 	{
@@ -84,6 +86,7 @@ public:
 	void forget_http(HttpGateConnection* c) override { http_.erase(c); }
 
 private:
+	static inline const gate::NeverSend kNoSecrets;
 	void accept(size_t i);
 	void on_accept(size_t i, const boost::system::error_code& ec, boost::asio::ip::tcp::socket s);
 	void receive(size_t i);

@@ -164,16 +164,22 @@ std::string http_record_line(const std::string& sandbox, const Origin& o, const 
 	j["method"] = r.method;
 	if (!r.host.empty())
 		j["host"] = r.host;
-	j["path"] = r.path;
-	ojson headers = ojson::object();
-	for (const auto& [name, value] : r.headers)
-		headers[name] = value;
-	j["headers"] = std::move(headers);
-	if (r.body_bytes > 0) {
-		if (valid_utf8(r.body))
-			j["body"] = r.body;
-		else
-			j["body_base64"] = base64(r.body);
+	if (!r.secret.empty()) {
+		// Never a secret's value: what could carry it is left out.
+		j["path"] = r.path.substr(0, r.path.find('?'));
+		j["secret"] = r.secret;
+	} else {
+		j["path"] = r.path;
+		ojson headers = ojson::object();
+		for (const auto& [name, value] : r.headers)
+			headers[name] = value;
+		j["headers"] = std::move(headers);
+		if (r.body_bytes > 0) {
+			if (valid_utf8(r.body))
+				j["body"] = r.body;
+			else
+				j["body_base64"] = base64(r.body);
+		}
 	}
 	j["body_bytes"] = r.body_bytes;
 	j["body_truncated"] = r.body_truncated;

@@ -48,6 +48,9 @@ struct HttpRecord {
 	uint64_t body_bytes = 0;  // every body byte it sent
 	bool body_truncated = false;
 	unsigned status = 0;  // what the recorder answered; 0: nothing (the client went before its request was whole)
+	// The policy's secret it carried ("" none): the request was refused,
+	// and is recorded without its query, headers and body.
+	std::string secret;
 	uint64_t duration_ms = 0;
 };
 

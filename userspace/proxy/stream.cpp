@@ -13,6 +13,7 @@
 #include <boost/asio/write.hpp>
 #include <openssl/err.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "proxy/canned.h"
 #include "proxy/client_hello.h"
@@ -31,6 +32,8 @@ using boost::system::error_code;
 namespace {
 
 constexpr size_t kMaxTlsPending = 64 * 1024;  // bytes a TLS session may hold to send
+
+const std::vector<std::pair<std::string, std::string>> kJsonHeaders = {{"Content-Type", "application/json"}};
 
 // A "tcp" record is written at the stream's end: EOF, idle, the byte
 // limit, or a whole TLS ClientHello, after which a client would only wait
@@ -90,6 +93,8 @@ private:
 		req_bytes_ = in_.size();
 		req_head_ = in_.substr(0, kHeadBytes);
 		parser_.reset();
+		body_scan_.reset();
+		secret_.clear();
 		continue_sent_ = false;
 	}
 
@@ -110,6 +115,10 @@ private:
 				parser_->body_limit(boost::none);  // the connection's byte limit bounds it
 				parser_->eager(true);
 				parser_->get().body().limit = o_.world.max_body_bytes;
+				if (o_.http && !o_.http->never_send.empty()) {
+					body_scan_.emplace(o_.http->never_send);
+					parser_->get().body().scan = &*body_scan_;
+				}
 				continue;
 			}
 			error_code ec;
@@ -409,12 +418,47 @@ private:
 		return net::buffer(tls_out_);
 	}
 
+	// The policy's secret this request carries (its request line, headers
+	// or body, as docs/gate.md says the gate looks), or nullopt.
+	std::optional<std::string> carried_secret() const
+	{
+		if (!body_scan_)
+			return std::nullopt;
+		const auto& req = parser_->get();
+		gate::NeverSend::Scan head(o_.http->never_send);
+		head.feed(req.method_string());
+		head.feed(" ");
+		head.feed(req.target());
+		head.feed("\r\n");
+		for (const auto& f : req) {
+			head.feed(f.name_string());
+			head.feed(": ");
+			head.feed(f.value());
+			head.feed("\r\n");
+		}
+		if (auto found = head.found())
+			return found;
+		return body_scan_->found();
+	}
+
 	void complete()
 	{
 		const auto& req = parser_->get();
 		const WorldResponse* fixture = nullptr;
 		auto host = req.find(http::field::host);
 		std::string match_host = host != req.end() ? std::string(host->value()) : origin_.name;
+		// A secret is refused as the gate would refuse it: the world
+		// answers 403 and the record names the secret, never its value.
+		// Not a violation: nothing the world receives leaves it.
+		if (auto found = carried_secret()) {
+			secret_ = *found;
+			std::string detail = fmt::format("the request carries secret '{}'", secret_);
+			nlohmann::json body{{"airlock", "denied"},
+					    {"rule", origin_.rule},
+					    {"reason", "secret"},
+					    {"detail", detail}};
+			return answer(403, body.dump() + "\n", req.keep_alive(), &kJsonHeaders);
+		}
 		fixture = find_response(o_.world.responses, match_host, req.method_string(), req.target());
 		bool keep = req.keep_alive();
 		if (fixture)
@@ -472,6 +516,14 @@ private:
 		r.body_bytes = body.size;
 		r.body_truncated = cut || body.size > body.kept.size();
 		r.status = status;
+		if (secret_.empty())
+			secret_ = carried_secret().value_or("");  // a request cut short is scanned as far as it came
+		if (!secret_.empty()) {
+			r.secret = secret_;
+			r.method = w_->scrub(std::move(r.method));
+			r.host = w_->scrub(std::move(r.host));
+			r.path = w_->scrub(r.path.substr(0, r.path.find('?')));
+		}
 		r.duration_ms = ms_since(req_start_);
 		requests_++;
 		w_->count_http();
@@ -492,6 +544,7 @@ private:
 			tcp_.bytes_in = req_bytes_;
 			tcp_.head = req_head_;
 		}
+		tcp_.head = w_->scrub(std::move(tcp_.head));
 		tcp_.truncated = why == End::Limit;
 		tcp_.duration_ms = ms_since(tcp_start_);
 		w_->count_tcp();
@@ -527,6 +580,8 @@ private:
 	uint64_t req_bytes_ = 0;
 	std::string req_head_;
 	std::optional<Parser> parser_;
+	std::optional<gate::NeverSend::Scan> body_scan_;  // the request's body, scanned as it is read
+	std::string secret_;                              // the secret the request carries ("" none)
 	bool continue_sent_ = false;
 	// A stream recorded as tcp.
 	TcpRecord tcp_;
