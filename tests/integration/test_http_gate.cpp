@@ -499,9 +499,9 @@ TEST_F(Gate, EachRequestOfAKeptAliveConnectionIsJudgedOnItsOwn)
 }
 
 // A secret the sandbox can read (its workspace's .env) is refused wherever
-// it is put: the query (plain and percent-encoded), a header, a body, and
-// the body as base64 at each of its three alignments; refused too where an
-// entry would allow the request. The records and the audit log name the
+// it is put: the query (plain and percent-encoded), a header, the path,
+// the Host, a body, and the body as base64 at each of its three
+// alignments; refused too where an entry would allow the request. The records and the audit log name the
 // secret, never its value.
 TEST_F(Gate, ASecretTheSandboxCanReadIsRefusedInEveryPlaceAndEncoding)
 {
@@ -514,6 +514,8 @@ TEST_F(Gate, ASecretTheSandboxCanReadIsRefusedInEveryPlaceAndEncoding)
 		{"query", {request("GET", "/pub/x?q=" + api_key_)}},
 		{"query-encoded", {request("GET", "/pub/x?q=" + pct)}},
 		{"header", {request("GET", "/pub/x", "X-Key: " + api_key_ + "\r\n")}},
+		{"path", {request("GET", "/pub/" + api_key_)}},
+		{"host", {"GET /pub/x HTTP/1.1\r\nHost: " + api_key_ + ".allowed.test\r\n\r\n"}},
 		{"body",
 		 {request("POST", "/api/mail/send", "Content-Type: application/json\r\n", mail + api_key_ + "\"}")}},
 	};
