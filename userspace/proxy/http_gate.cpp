@@ -299,6 +299,7 @@ private:
 		// it (its Host or target quoted in another refusal's detail).
 		if (auto found = host_->never_send().find(head_bytes_)) {
 			rec_.secret = *found;
+			rec_.host = sni_.empty() ? rule_->domain : sni_;  // what the connection was for, not the Host
 			return refuse(403, "secret", fmt::format("the request carries secret '{}'", *found));
 		}
 		if (auto why = host_problem())
