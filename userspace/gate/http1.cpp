@@ -96,7 +96,9 @@ Result<Authority, HttpProblem> authority(std::string_view a, const char* what)
 	out.host = ascii_lower(host);
 	if (!out.host.empty() && out.host.back() == '.')
 		out.host.pop_back();
-	if (out.host.empty())
+	// One trailing dot is the root's; an empty label anywhere else names
+	// no host (and would not read back the same once that dot is gone).
+	if (out.host.empty() || out.host.front() == '.' || host.find("..") != std::string_view::npos)
 		return bad(fmt::format("{} '{}' is not a host", what, printable(a)));
 	return out;
 }
