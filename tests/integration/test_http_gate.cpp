@@ -583,6 +583,42 @@ TEST_F(Gate, AJsonBodyRuleLetsOnlyItsOwnDomainsRecipientsThrough)
 	EXPECT_EQ(reqs[0].value("body", ""), R"({"to": "bob@example.org"})");
 }
 
+// `airlock status --json` counts the gate's verdicts while the sandbox
+// runs: requests sent to the origin, requests the gate answered, and of
+// those the ones that carried a secret.
+TEST_F(Gate, StatusCountsTheGatesVerdicts)
+{
+	std::string name = made("counts");
+	json list = json::array();
+	list.push_back({{"name", "one"},
+			{"requests",
+			 {request("GET", "/pub/a"), request("GET", "/admin"), request("GET", "/pub/b"),
+			  request("GET", "/pub/x?k=" + api_key_)}}});
+	std::string cases = env().write_text(name + "-cases.json", list.dump());
+	std::string answers = work_ + "/" + name + "-answers.json", release = work_ + "/" + name + "-release";
+	RunSpec spec;
+	spec.policy = env().write_policy(name + ".json", policy(name));
+	spec.name = name;
+	spec.cmd = Sequence(
+		{{python(), client_script("http_raw.py"), "allowed.test", std::to_string(kPort), cases, answers},
+		 {python(), "-u", client_script("wait_file.py"), release, "60"}});
+	Proc& runner = world().start_run(spec);
+	json counts;
+	EXPECT_TRUE(wait_until(
+		[&] {
+			auto st = env().status_of(name);
+			counts = st ? (*st)["proxy"] : json();
+			return counts.is_object() && counts.value("http_denied", 0) == 2;
+		},
+		30s))
+		<< counts.dump() << runner.describe();
+	EXPECT_EQ(counts.value("http_passed", 0), 2) << counts.dump();
+	EXPECT_EQ(counts.value("secrets_refused", 0), 1) << counts.dump();
+	write_file(release, "");
+	EXPECT_EQ(runner.wait(30s), std::optional<int>(0)) << runner.describe();
+	EXPECT_EQ(received(), (std::vector<std::string>{"GET /pub/a", "GET /pub/b"}));
+}
+
 // rate "3/m": three requests pass, the fourth is answered 429 by the gate.
 TEST_F(Gate, AnEntrysRateIsAnswered429PastIt)
 {

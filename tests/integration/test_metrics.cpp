@@ -358,6 +358,9 @@ TEST_F(Metrics, AWorldSandboxsProxyAndBudgetsAreSeries)
 	EXPECT_EQ(sample(text, series("airlock_proxy_received_bytes_total")), sent) << text;
 	EXPECT_EQ(sample(text, series("airlock_sni_verdicts_total", ",verdict=\"pass\"")), 0.0) << text;
 	EXPECT_EQ(sample(text, series("airlock_sni_verdicts_total", ",verdict=\"deny\"")), 0.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_http_gate_requests_total", ",verdict=\"pass\"")), 0.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_http_gate_requests_total", ",verdict=\"deny\"")), 0.0) << text;
+	EXPECT_EQ(sample(text, series("airlock_secrets_refused_total")), 0.0) << text;
 	EXPECT_EQ(sample(text, series("airlock_budget_limit_bytes", ",rule=\"0\"")), 100000.0) << text;
 	EXPECT_EQ(sample(text, series("airlock_budget_used_bytes", ",rule=\"0\"")),
 		  static_cast<double>(budgeted.size()))

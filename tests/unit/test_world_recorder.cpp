@@ -1062,6 +1062,7 @@ TEST_F(WorldRecorderTest, ARequestCarryingASecretIsRefusedAndRecordedWithoutIt)
 	EXPECT_EQ(all.find(secret), std::string::npos) << all;
 	EXPECT_EQ(all.find(hex_of(secret.substr(0, 8))), std::string::npos) << all;
 	EXPECT_EQ(recorder_->stats().http_requests, 4u);
+	EXPECT_EQ(recorder_->stats().secrets_refused, 3u);
 }
 
 }  // namespace

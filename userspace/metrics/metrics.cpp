@@ -119,6 +119,14 @@ struct KernelFamilies {
 	MetricFamily sni = family("airlock_sni_verdicts_total",
 				  "Connections of gated rules the SNI gate passed and denied (each denial a violation)",
 				  MetricType::Counter);
+	MetricFamily http = family("airlock_http_gate_requests_total",
+				   "Requests of inspected rules the HTTP gate sent to their origin and answered itself "
+				   "(each denial a violation)",
+				   MetricType::Counter);
+	MetricFamily secrets = family(
+		"airlock_secrets_refused_total",
+		"Requests refused for carrying one of the policy's secrets (the gate's and the world's)",
+		MetricType::Counter);
 	MetricFamily count = family("airlock_sandboxes", "Sandboxes on this node", MetricType::Gauge);
 	MetricFamily build = family("airlock_build_info", "Version of this agent and of its kernel ABI",
 				    MetricType::Gauge);
@@ -128,10 +136,10 @@ struct KernelFamilies {
 
 	std::vector<MetricFamily> all() const
 	{
-		return {decisions,   violations, dns,      answers,   bytes,     packets,  dbytes,
-			lost,        suppressed, helper,   frozen,    latched,   learned,  budget_limit,
-			budget_used, px_starts,  px_conns, px_closed, px_dgrams, px_bytes, w_requests,
-			w_dns,       w_records,  sni,      count,     info,      build};
+		return {decisions,  violations, dns,       answers,  bytes,      packets,      dbytes,      lost,
+			suppressed, helper,     frozen,    latched,  learned,    budget_limit, budget_used, px_starts,
+			px_conns,   px_closed,  px_dgrams, px_bytes, w_requests, w_dns,        w_records,   sni,
+			http,       secrets,    count,     info,     build};
 	}
 };
 
@@ -222,6 +230,9 @@ void add_proxy(KernelFamilies& f, const std::string& s, const proxy::ProxyCounts
 	add(f.w_records, {{"sandbox", s}, {"result", "dropped"}}, d(w.records_dropped));
 	add(f.sni, {{"sandbox", s}, {"verdict", "pass"}}, d(w.sni_passed));
 	add(f.sni, {{"sandbox", s}, {"verdict", "deny"}}, d(w.sni_denied));
+	add(f.http, {{"sandbox", s}, {"verdict", "pass"}}, d(w.http_passed));
+	add(f.http, {{"sandbox", s}, {"verdict", "deny"}}, d(w.http_denied));
+	add(f.secrets, {{"sandbox", s}}, d(w.secrets_refused));
 }
 
 }  // namespace

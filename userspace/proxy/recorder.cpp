@@ -297,6 +297,20 @@ void WorldImpl::stop()
 	records_.close();
 }
 
+void WorldImpl::record_request(const Origin& o, const GateRequestRecord& r)
+{
+	// Passed: sent, and answered by the origin. Denied: a reason the gate
+	// gave (a failed handshake, "tls", is the client's, not a verdict). A
+	// 502 (the origin could not be reached or verified) is neither.
+	if (r.reason.empty() && r.detail.empty())
+		http_passed_++;
+	else if (!r.reason.empty() && r.reason != "tls")
+		http_denied_++;
+	if (r.reason == "secret")
+		secrets_refused_++;
+	record(gate_request_line(o_.sandbox, o, r));
+}
+
 WorldStats WorldImpl::stats() const
 {
 	WorldStats s;
@@ -312,6 +326,9 @@ WorldStats WorldImpl::stats() const
 	s.bytes_in = bytes_in_;
 	s.sni_passed = sni_passed_;
 	s.sni_denied = sni_denied_;
+	s.http_passed = http_passed_;
+	s.http_denied = http_denied_;
+	s.secrets_refused = secrets_refused_;
 	return s;
 }
 

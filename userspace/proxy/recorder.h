@@ -79,10 +79,9 @@ public:
 	// text as a record may show it (gate::scrubbed): never a secret's value.
 	std::string scrub(std::string text) const { return gate::scrubbed(never_send(), std::move(text)); }
 	std::optional<std::string> secret(const std::string& name) const override;
-	void record_request(const Origin& o, const GateRequestRecord& r) override
-	{
-		record(gate_request_line(o_.sandbox, o, r));
-	}
+	void record_request(const Origin& o, const GateRequestRecord& r) override;
+	// The world refused a request for the secret it carried.
+	void count_secret() { secrets_refused_++; }
 	void forget_http(HttpGateConnection* c) override { http_.erase(c); }
 
 private:
@@ -119,7 +118,7 @@ private:
 	// Read by stats() from any thread.
 	std::atomic<uint64_t> connections_{0}, unknown_{0}, refused_busy_{0}, http_requests_{0}, tcp_streams_{0},
 		datagrams_{0}, records_written_{0}, records_dropped_{0}, bytes_in_{0}, dns_queries_{0}, sni_passed_{0},
-		sni_denied_{0};
+		sni_denied_{0}, http_passed_{0}, http_denied_{0}, secrets_refused_{0};
 };
 
 }  // namespace airlock::proxy

@@ -452,6 +452,7 @@ private:
 		// Not a violation: nothing the world receives leaves it.
 		if (auto found = carried_secret()) {
 			secret_ = *found;
+			w_->count_secret();
 			std::string detail = fmt::format("the request carries secret '{}'", secret_);
 			nlohmann::json body{{"airlock", "denied"},
 					    {"rule", origin_.rule},

@@ -1,6 +1,6 @@
 #pragma once
 // What a proxy counts, from its start: the recorder's connections,
-// datagrams and records, and the SNI gate's verdicts. The proxy reports
+// datagrams and records, the SNI gate's and the HTTP gate's verdicts. The proxy reports
 // them to the agent over its channel (proxy/agent_channel.h).
 #include <cstdint>
 #include <optional>
@@ -21,6 +21,9 @@ struct WorldStats {
 	uint64_t bytes_in = 0;         // read from every connection
 	uint64_t sni_passed = 0;       // connections the SNI gate passed
 	uint64_t sni_denied = 0;       // ... and denied (each a violation)
+	uint64_t http_passed = 0;      // requests the HTTP gate sent to their origin
+	uint64_t http_denied = 0;      // ... and answered itself (each a violation)
+	uint64_t secrets_refused = 0;  // requests refused for carrying a secret (the gate's and the world's)
 
 	bool operator==(const WorldStats&) const = default;
 };
@@ -39,6 +42,8 @@ inline constexpr StatsField kStatsFields[] = {
 	{"dns_queries", &WorldStats::dns_queries},         {"records_written", &WorldStats::records_written},
 	{"records_dropped", &WorldStats::records_dropped}, {"bytes_in", &WorldStats::bytes_in},
 	{"sni_passed", &WorldStats::sni_passed},           {"sni_denied", &WorldStats::sni_denied},
+	{"http_passed", &WorldStats::http_passed},         {"http_denied", &WorldStats::http_denied},
+	{"secrets_refused", &WorldStats::secrets_refused},
 };
 
 // What the agent writes down: the counts, over every start of the proxy,
