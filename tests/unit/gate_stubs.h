@@ -151,17 +151,24 @@ private:
 
 class StubHost : public HttpGateHost {
 public:
-	explicit StubHost(HttpGateRule r)
-	    : rule_(std::move(r)), never_({{"wiki-token", kToken}, {"env/DB", kEnvSecret}})
+	explicit StubHost(HttpGateRule r) : setup_(std::make_shared<HttpGateSetup>())
 	{
+		setup_->rules.emplace(0, std::move(r));
+		setup_->never_send = gate::NeverSend({{"wiki-token", kToken}, {"env/DB", kEnvSecret}});
+		setup_->injectable["wiki-token"] = kToken;
 	}
-	const HttpGateRule* http_rule(uint16_t) const override { return &rule_; }
+	std::shared_ptr<const HttpGateSetup> setup() const override
+	{
+		std::lock_guard lock(mu);
+		return setup_;
+	}
+	// A reload: the next request is judged under s.
+	void set_setup(std::shared_ptr<HttpGateSetup> s)
+	{
+		std::lock_guard lock(mu);
+		setup_ = std::move(s);
+	}
 	gate::RateTable& rates() override { return rates_; }
-	const gate::NeverSend& never_send() const override { return never_; }
-	std::optional<std::string> secret(const std::string& name) const override
-	{
-		return name == "wiki-token" ? std::optional<std::string>(kToken) : std::nullopt;
-	}
 	void record_request(const proxy::Origin&, const GateRequestRecord& r) override
 	{
 		std::lock_guard lock(mu);
@@ -176,14 +183,13 @@ public:
 		return recorded.wait_for(lock, deadline, [&] { return records.size() >= n; });
 	}
 	void forget_http(HttpGateConnection*) override {}
-	std::mutex mu;
+	mutable std::mutex mu;
 	std::condition_variable recorded;
 	std::vector<GateRequestRecord> records;
 
 private:
-	HttpGateRule rule_;
+	std::shared_ptr<HttpGateSetup> setup_;
 	gate::RateTable rates_;
-	gate::NeverSend never_;
 };
 
 inline HttpGateRule wiki_rule()

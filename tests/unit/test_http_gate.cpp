@@ -39,6 +39,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+using loopback::read_n;
 using loopback::read_to_eof;
 using loopback::send_all;
 using namespace gate_stubs;
@@ -236,6 +237,32 @@ TEST_F(HttpGateTest, ARefusedRequestReadWholeLeavesTheConnectionOpen)
 	EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
 	EXPECT_EQ(answer.find("saw GET /wiki/z"), std::string::npos) << answer;
 	EXPECT_EQ(origin_.seen().size(), 1u);
+}
+
+// A reload between two requests of one kept-alive connection: the first
+// is judged under the entries it arrived under, the second under the new
+// ones, on the same connection.
+TEST_F(HttpGateTest, AReloadAppliesToTheNextRequestOfAConnection)
+{
+	Fd c = open();
+	send_all(c.get(), "GET /wiki/x HTTP/1.1\r\n" + kHost + "\r\n");
+	const std::string first = "HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\nsaw GET /wiki/x";
+	EXPECT_EQ(read_n(c.get(), first.size()), first);
+
+	Policy p = policy_test::parse_ok(R"({"version": 1, "name": "t", "rules": [{"action": "allow",
+	  "domain": "wiki.example.org", "protocol": "tcp", "http": [{"methods": ["GET"], "path": "/talk/*"}]}]})");
+	auto next = std::make_shared<HttpGateSetup>();
+	next->rules.emplace(0, HttpGateRule{"wiki.example.org", false, *p.rules.at(0).http, ""});
+	host_->set_setup(next);
+
+	send_all(c.get(), "GET /wiki/y HTTP/1.1\r\n" + kHost + "\r\n" + "GET /talk/z HTTP/1.1\r\n" + kHost +
+				  "Connection: close\r\n\r\n");
+	::shutdown(c.get(), SHUT_WR);
+	std::string rest = read_to_eof(c.get()).value_or("(no end)");
+	EXPECT_EQ(rest.substr(0, 12), "HTTP/1.1 403") << rest;
+	EXPECT_NE(rest.find("no entry allows GET /wiki/y"), std::string::npos) << rest;
+	EXPECT_NE(rest.find("saw GET /talk/z"), std::string::npos) << rest;
+	EXPECT_EQ(origin_.seen().size(), 2u);
 }
 
 }  // namespace

@@ -187,7 +187,7 @@ private:
 
 	bool choose_leaf(SSL* s)
 	{
-		rule_ = host_->http_rule(origin_.rule);
+		take_setup();
 		if (!rule_) {
 			tls_refusal_ = "the rule is no longer inspected";
 			return false;
@@ -216,6 +216,22 @@ private:
 		return tls_->use_leaf(s, sni_, origin_.addr);
 	}
 
+	// The setup in force, for the request about to be read: held until
+	// it is done, whatever a reload brings meanwhile.
+	void take_setup()
+	{
+		setup_ = host_->setup();
+		rule_ = setup_ ? setup_->rule(origin_.rule) : nullptr;
+	}
+
+	const gate::NeverSend& secrets()
+	{
+		static const gate::NeverSend kNone;
+		if (!setup_)
+			setup_ = host_->setup();
+		return setup_ ? setup_->never_send : kNone;
+	}
+
 	// A connection that ended in its TLS handshake: recorded; a violation
 	// when the gate refused the name.
 	void handshake_failed(const std::string& reason, const std::string& detail, bool violation)
@@ -235,7 +251,7 @@ private:
 	// quotes one is withheld.
 	void scrub()
 	{
-		const gate::NeverSend& n = host_->never_send();
+		const gate::NeverSend& n = secrets();
 		rec_.method = gate::scrubbed(n, std::move(rec_.method));
 		rec_.host = gate::scrubbed(n, std::move(rec_.host));
 		rec_.path = gate::scrubbed(n, std::move(rec_.path));
@@ -292,12 +308,12 @@ private:
 		rec_.time = std::chrono::system_clock::now();
 		rec_.method = head_.method;
 		rec_.host = head_.host;
-		rule_ = host_->http_rule(origin_.rule);
+		take_setup();
 		if (!rule_)
 			return finish();
 		// A secret in the head is refused before anything else is said of
 		// it (its Host or target quoted in another refusal's detail).
-		if (auto found = host_->never_send().find(head_bytes_)) {
+		if (auto found = secrets().find(head_bytes_)) {
 			rec_.secret = *found;
 			rec_.host = sni_.empty() ? rule_->domain : sni_;  // what the connection was for, not the Host
 			return refuse(403, "secret", fmt::format("the request carries secret '{}'", *found));
@@ -376,7 +392,7 @@ private:
 	void on_request()
 	{
 		rec_.body_bytes = body_.size();
-		gate::NeverSend::Scan scan(host_->never_send());
+		gate::NeverSend::Scan scan(secrets());
 		scan.feed(head_bytes_);
 		scan.feed(body_);
 		if (auto found = scan.found()) {
@@ -400,7 +416,7 @@ private:
 					value += part.text;
 					continue;
 				}
-				auto s = host_->secret(part.text);
+				auto s = setup_->secret(part.text);
 				if (!s)
 					return refuse(502, "secret-missing",
 						      fmt::format("secret '{}' to inject is not loaded", part.text));
@@ -674,6 +690,7 @@ private:
 	gate::RequestHead head_;
 	gate::ChunkedReader chunks_;
 	url::Target target_;
+	std::shared_ptr<const HttpGateSetup> setup_;  // the request's: rule_ points into it
 	const HttpGateRule* rule_ = nullptr;
 	uint64_t limit_ = 0;
 	boost::optional<uint64_t> length_;

@@ -44,18 +44,47 @@ struct HttpGateRule {
 class HttpGateConnection;
 class GateTls;
 
+struct HttpGateLimits {
+	std::chrono::milliseconds idle_timeout{30000};
+	uint64_t default_max_body = 1 << 20;  // a request body, where no entry says more
+};
+
+// What a proxy serves the gate with: the inspected rules by index, the
+// policy's secrets (every one a never-send pattern; the file secrets also
+// injectable by name) and TLS on both sides (null: plain HTTP only). A
+// reload gives the proxy a new one; each request is judged under the one
+// in force when its head is read, which its connection holds until the
+// request is done.
+struct HttpGateSetup {
+	std::map<uint16_t, HttpGateRule> rules;
+	gate::NeverSend never_send;
+	std::map<std::string, std::string> injectable;
+	std::shared_ptr<GateTls> tls;
+	HttpGateLimits limits;
+
+	// The inspected rule of this index (nullptr: none).
+	const HttpGateRule* rule(uint16_t index) const
+	{
+		auto it = rules.find(index);
+		return it == rules.end() ? nullptr : &it->second;
+	}
+	// An injectable secret's value by name (nullopt: none: the request is
+	// refused rather than sent without it).
+	std::optional<std::string> secret(const std::string& name) const
+	{
+		auto it = injectable.find(name);
+		return it == injectable.end() ? std::nullopt : std::optional<std::string>(it->second);
+	}
+};
+
 // What a connection asks of the proxy that accepted it.
 class HttpGateHost {
 public:
 	virtual ~HttpGateHost() = default;
-	// The rule of this index as the policy in force has it (nullptr: not
-	// an inspected rule now: the connection ends).
-	virtual const HttpGateRule* http_rule(uint16_t index) const = 0;
+	// The setup in force (nullptr: no inspected rule now: the connection
+	// ends).
+	virtual std::shared_ptr<const HttpGateSetup> setup() const = 0;
 	virtual gate::RateTable& rates() = 0;
-	virtual const gate::NeverSend& never_send() const = 0;
-	// An injectable secret's value by name (nullopt: none: the request is
-	// refused rather than sent without it).
-	virtual std::optional<std::string> secret(const std::string& name) const = 0;
 	virtual void record_request(const Origin&, const GateRequestRecord&) = 0;
 	virtual void forget_http(HttpGateConnection*) = 0;
 };
@@ -65,22 +94,6 @@ public:
 	virtual ~HttpGateConnection() = default;
 	virtual void start() = 0;
 	virtual void stop() = 0;
-};
-
-struct HttpGateLimits {
-	std::chrono::milliseconds idle_timeout{30000};
-	uint64_t default_max_body = 1 << 20;  // a request body, where no entry says more
-};
-
-// What a proxy serves the gate with: the inspected rules by index, the
-// policy's secrets (every one a never-send pattern; the file secrets also
-// injectable by name) and TLS on both sides (null: plain HTTP only).
-struct HttpGateSetup {
-	std::map<uint16_t, HttpGateRule> rules;
-	gate::NeverSend never_send;
-	std::map<std::string, std::string> injectable;
-	std::shared_ptr<GateTls> tls;
-	HttpGateLimits limits;
 };
 
 // tls: nullptr serves plain HTTP only (a TLS client is refused).

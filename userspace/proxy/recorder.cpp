@@ -25,7 +25,8 @@ constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 }  // namespace
 
 WorldImpl::WorldImpl(net::io_context& io, WorldOptions o, OriginLookup lookup)
-    : io_(io), o_(std::move(o)), lookup_(std::move(lookup)), records_(o_.records_fd, o_.max_records_bytes, o_.sandbox)
+    : io_(io), o_(std::move(o)), lookup_(std::move(lookup)), records_(o_.records_fd, o_.max_records_bytes, o_.sandbox),
+      gate_setup_(o_.http)
 {
 	o_.records_fd = -1;  // the writer's
 	if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0)
@@ -187,7 +188,7 @@ void WorldImpl::on_accept(size_t i, const error_code& ec, tcp::socket s)
 	}
 	if (o_.gate && http_rule(origin->rule)) {
 		auto h = make_http_gate_connection(io_, std::move(s), std::move(*origin), o_.gate, shared_from_this(),
-						   o_.http->tls, o_.http->limits);
+						   gate_setup_->tls, gate_setup_->limits);
 		http_.emplace(h.get(), h);
 		h->start();
 		return accept(i);
@@ -206,20 +207,11 @@ void WorldImpl::on_accept(size_t i, const error_code& ec, tcp::socket s)
 	accept(i);
 }
 
-const HttpGateRule* WorldImpl::http_rule(uint16_t index) const
+void WorldImpl::update_http(std::shared_ptr<const HttpGateSetup> s)
 {
-	if (!o_.http)
-		return nullptr;
-	auto it = o_.http->rules.find(index);
-	return it == o_.http->rules.end() ? nullptr : &it->second;
-}
-
-std::optional<std::string> WorldImpl::secret(const std::string& name) const
-{
-	if (!o_.http)
-		return std::nullopt;
-	auto it = o_.http->injectable.find(name);
-	return it == o_.http->injectable.end() ? std::nullopt : std::optional<std::string>(it->second);
+	// The entries' indexes may mean others now: every bucket starts full.
+	rates_.forget();
+	gate_setup_ = std::move(s);
 }
 
 std::string WorldImpl::answer_dns(const Origin& o, std::string_view query)

@@ -73,12 +73,14 @@ public:
 	void forget_gate(GateConnection* c) override { gates_.erase(c); }
 
 	// For connections of inspected rules.
-	const HttpGateRule* http_rule(uint16_t index) const override;
+	std::shared_ptr<const HttpGateSetup> setup() const override { return gate_setup_; }
+	const HttpGateRule* http_rule(uint16_t index) const { return gate_setup_ ? gate_setup_->rule(index) : nullptr; }
+	// A reload's: the next request of every connection is judged under it.
+	void update_http(std::shared_ptr<const HttpGateSetup> s);
 	gate::RateTable& rates() override { return rates_; }
-	const gate::NeverSend& never_send() const override { return o_.http ? o_.http->never_send : kNoSecrets; }
+	const gate::NeverSend& never_send() const { return gate_setup_ ? gate_setup_->never_send : kNoSecrets; }
 	// text as a record may show it (gate::scrubbed): never a secret's value.
 	std::string scrub(std::string text) const { return gate::scrubbed(never_send(), std::move(text)); }
-	std::optional<std::string> secret(const std::string& name) const override;
 	void record_request(const Origin& o, const GateRequestRecord& r) override;
 	// The world refused a request for the secret it carried.
 	void count_secret() { secrets_refused_++; }
@@ -103,6 +105,8 @@ private:
 	WorldOptions o_;
 	OriginLookup lookup_;
 	RecordsWriter records_;
+	std::shared_ptr<const HttpGateSetup>
+		gate_setup_;  // the gate's, as the policy in force has it (o_.http at start)
 	std::vector<boost::asio::ip::tcp::acceptor> acceptors_;
 	std::vector<std::unique_ptr<boost::asio::steady_timer>> retry_;  // an acceptor's pause after a failed accept
 	std::vector<std::unique_ptr<Datagrams>> udp_;

@@ -115,8 +115,9 @@ private:
 				parser_->body_limit(boost::none);  // the connection's byte limit bounds it
 				parser_->eager(true);
 				parser_->get().body().limit = o_.world.max_body_bytes;
-				if (o_.http && !o_.http->never_send.empty()) {
-					body_scan_.emplace(o_.http->never_send);
+				secrets_ = w_->setup();
+				if (secrets_ && !secrets_->never_send.empty()) {
+					body_scan_.emplace(secrets_->never_send);
 					parser_->get().body().scan = &*body_scan_;
 				}
 				continue;
@@ -425,7 +426,7 @@ private:
 		if (!body_scan_)
 			return std::nullopt;
 		const auto& req = parser_->get();
-		gate::NeverSend::Scan head(o_.http->never_send);
+		gate::NeverSend::Scan head(secrets_->never_send);
 		head.feed(req.method_string());
 		head.feed(" ");
 		head.feed(req.target());
@@ -581,6 +582,7 @@ private:
 	uint64_t req_bytes_ = 0;
 	std::string req_head_;
 	std::optional<Parser> parser_;
+	std::shared_ptr<const HttpGateSetup> secrets_;    // the request's: body_scan_ reads its patterns
 	std::optional<gate::NeverSend::Scan> body_scan_;  // the request's body, scanned as it is read
 	std::string secret_;                              // the secret the request carries ("" none)
 	bool continue_sent_ = false;
