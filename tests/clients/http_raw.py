@@ -10,12 +10,17 @@ are written one after the other, each answer read whole (Content-Length)
 before the next is sent (a HEAD's answer has no body). Prints one JSON object: {N: [{"status": S,
 "body": TEXT}, ...]}; S is null where no answer came (the connection
 closed, or nothing within 5 s), and the case's later requests are not sent.
+Between requests a case may hold {"signal": PATH} (the file is made) and
+{"wait": PATH} (the file is waited for, 30 s at most): a test acts on the
+connection's far side between two requests on it.
 The same object is written to OUT.json.
 """
 import json
+import os
 import socket
 import ssl
 import sys
+import time
 
 
 def read_answer(f, head):
@@ -36,6 +41,16 @@ def read_answer(f, head):
     return {"status": status, "body": body.decode("utf-8", "replace")}
 
 
+def step(r):
+    if "signal" in r:
+        with open(r["signal"], "w", encoding="utf-8"):
+            pass
+    elif "wait" in r:
+        end = time.monotonic() + 30
+        while not os.path.exists(r["wait"]) and time.monotonic() < end:
+            time.sleep(0.01)
+
+
 def run_case(host, port, requests):
     out = []
     ctx = ssl.create_default_context()
@@ -43,6 +58,9 @@ def run_case(host, port, requests):
         with ctx.wrap_socket(raw, server_hostname=host) as s:
             f = s.makefile("rb")
             for r in requests:
+                if isinstance(r, dict):
+                    step(r)
+                    continue
                 try:
                     s.sendall(r.encode("latin-1"))
                     a = read_answer(f, r.startswith("HEAD "))

@@ -619,6 +619,53 @@ TEST_F(Gate, StatusCountsTheGatesVerdicts)
 	EXPECT_EQ(received(), (std::vector<std::string>{"GET /pub/a", "GET /pub/b"}));
 }
 
+// `airlock reload` between two requests of one kept-alive connection: the
+// proxy takes the new entries on its channel (no restart: the connection
+// stays), and the next request is judged under them. /pub/* gives way to
+// /talk/*: the second request, allowed before, is refused; the third,
+// refused before, passes; the origin sees the first and the third.
+TEST_F(Gate, AReloadAppliesToTheNextRequestOfAConnection)
+{
+	std::string name = made("reload");
+	std::string ready = work_ + "/" + name + "-ready", go = work_ + "/" + name + "-go";
+	json list = json::array();
+	list.push_back({{"name", "one"},
+			{"requests",
+			 {request("GET", "/pub/a"), json{{"signal", ready}}, json{{"wait", go}},
+			  request("GET", "/pub/b"), request("GET", "/talk/c")}}});
+	std::string cases = env().write_text(name + "-cases.json", list.dump());
+	std::string answers = work_ + "/" + name + "-answers.json";
+	RunSpec spec;
+	spec.policy = env().write_policy(name + ".json", policy(name));
+	spec.name = name;
+	spec.cmd = {python(), client_script("http_raw.py"), "allowed.test", std::to_string(kPort), cases, answers};
+	Proc& runner = world().start_run(spec);
+	ASSERT_TRUE(wait_until([&] { return exists(ready) || !runner.running(); }, 30s)) << runner.describe();
+
+	json next = policy(name);
+	next["rules"].back()["http"] = json::array({{{"methods", {"GET"}}, {"path", "/talk/*"}}});
+	Result r = env().airlock({"reload", name, env().write_policy(name + "-next.json", next)}, 20s);
+	EXPECT_EQ(r.status, 0) << r.describe();
+	json counts;
+	EXPECT_TRUE(wait_until(
+		[&] {
+			auto st = env().status_of(name);
+			counts = st ? (*st)["proxy"] : json();
+			return counts.is_object() && counts.value("gate_reloads", 0) == 1;
+		},
+		20s))
+		<< counts.dump();
+	EXPECT_EQ(counts.value("proxy_starts", 0), 1) << "the proxy was started again: " << counts.dump();
+	write_file(go, "");
+	EXPECT_EQ(runner.wait(30s), std::optional<int>(0)) << runner.describe();
+	json got = json::parse(read_file(answers), nullptr, false);
+	std::vector<std::string> statuses;
+	for (const auto& a : got.value("one", json::array()))
+		statuses.push_back(a["status"].is_null() ? "none" : a["status"].dump());
+	EXPECT_EQ(statuses, (std::vector<std::string>{"200", "403", "200"})) << got.dump();
+	EXPECT_EQ(received(), (std::vector<std::string>{"GET /pub/a", "GET /talk/c"}));
+}
+
 // rate "3/m": three requests pass, the fourth is answered 429 by the gate.
 TEST_F(Gate, AnEntrysRateIsAnswered429PastIt)
 {

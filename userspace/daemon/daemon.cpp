@@ -194,8 +194,9 @@ void Daemon::gate_denied(const std::string& name, const nlohmann::json& j)
 	nlohmann::json e = j;
 	e["latched"] = k_->set_latch(r.slot, r.cgroup_id);
 	s->second->audit().write(name, e);
-	spdlog::warn("{}: denied by the SNI gate: {}:{} '{}': {}", name, e.value("dst", ""), e.value("port", 0),
-		     e.value("sni", ""), e.value("reason", ""));
+	bool http = e.value("event", "") == "http-gate";
+	spdlog::warn("{}: denied by the {} gate: {}:{} '{}': {}", name, http ? "HTTP" : "SNI", e.value("dst", ""),
+		     e.value("port", 0), e.value(http ? "host" : "sni", ""), e.value("reason", ""));
 }
 
 // A policy file was written or replaced: every supervised sandbox

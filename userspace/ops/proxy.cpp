@@ -296,14 +296,12 @@ SandboxProxy::Handover SandboxProxy::make_handover(const Listeners& ls)
 			a.udp_fds.push_back(give(u->get()));
 	// The CA, certificate and key, in a sealed memfd.
 	if (!ca_.key_pem.empty()) {
-		Fd m(::memfd_create("airlock-world-ca", MFD_CLOEXEC | MFD_ALLOW_SEALING));
 		std::string blob = ca_.cert_pem + ca_.key_pem;
-		bool ok = m.valid() &&
-			  ::write(m.get(), blob.data(), blob.size()) == static_cast<ssize_t>(blob.size()) &&
-			  ::fcntl(m.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0;
+		Fd m = sealed_memfd("airlock-world-ca", blob);
+		int e = errno;
 		OPENSSL_cleanse(blob.data(), blob.size());
-		if (!ok)
-			fail_errno("hand the world's CA to the proxy of sandbox " + rec_.name);
+		if (!m.valid())
+			fail_errno("hand the world's CA to the proxy of sandbox " + rec_.name, e);
 		a.ca_fd = give(m.get());
 	}
 	int sv[2];
@@ -593,6 +591,11 @@ void SandboxProxy::set_policy(const Policy& p, unsigned bank)
 	};
 	// A proxy that is down starts on the new policy when its time comes.
 	if (same_for_the_proxy(policy_, p) || !running()) {
+		adopt();
+		return;
+	}
+	if (proxy_takes_reload(policy_, p) && hand_over(p, bank)) {
+		spdlog::info("{}: the policy's inspected rules or secrets changed: the proxy takes them", rec_.name);
 		adopt();
 		return;
 	}

@@ -100,10 +100,13 @@ public:
 	void serve();
 	std::function<void(const nlohmann::json&)> on_violation;
 	// The policy now enforced (a reload), compiled into `bank`: a gated
-	// origin is checked against its rules; when what the proxy reads of it
-	// changed (the gated rules, the world), the proxy is started again on
-	// it, its port cleared in the kernel first (connects meanwhile fail
-	// closed); a proxy that is down starts on it when its time comes.
+	// origin is checked against its rules. When what the proxy reads of it
+	// changed: only what the HTTP gate reads (entries, inject, roots,
+	// secrets), the proxy takes it on its channel and judges its next
+	// requests by it (proxy_reload.cpp); anything else (the SNI gate's
+	// rules, the world), the proxy is started again on it, its port cleared
+	// in the kernel first (connects meanwhile fail closed). A proxy that
+	// is down starts on it when its time comes.
 	// generation() changes with each start: its descriptors are new.
 	void set_policy(const Policy& p, unsigned bank);
 	uint64_t generation() const { return starts_total_; }
@@ -129,6 +132,9 @@ private:
 	void guarded(const char* doing, F f);
 	void forget_ca();
 	bool gated() const;
+	// The gate's inputs of p (compiled into bank) on the channel; false
+	// when they could not be read or sent (the proxy is then restarted).
+	bool hand_over(const Policy& p, unsigned bank);
 	void answer(const proxy::GateRequest&);
 	void report(const proxy::GateRequest&);
 	void take_stats(const proxy::StatsReport&);
@@ -160,5 +166,9 @@ private:
 	proxy::WorldStats current_;  // what this one said last
 	std::chrono::steady_clock::time_point stats_written_;
 };
+
+// Whether a running proxy takes a reload from `before` to `after` on its
+// channel (only what the HTTP gate reads changed), or must start again.
+bool proxy_takes_reload(const Policy& before, const Policy& after);
 
 }  // namespace airlock::ops

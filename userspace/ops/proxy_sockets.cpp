@@ -1,8 +1,12 @@
 #include "ops/proxy_sockets.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "util/error.h"
@@ -117,6 +121,33 @@ socklen_t to_sockaddr(const Address& a, uint16_t port, sockaddr_storage& ss)
 	in6->sin6_port = htons(port);
 	std::memcpy(&in6->sin6_addr, a.bytes.data(), 16);
 	return sizeof(sockaddr_in6);
+}
+
+Fd sealed_memfd(const char* name, std::string_view bytes)
+{
+	Fd m(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+	size_t done = 0;
+	while (m.valid() && done < bytes.size()) {
+		ssize_t n = ::write(m.get(), bytes.data() + done, bytes.size() - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int e = n < 0 ? errno : EIO;
+			m.reset();
+			errno = e;
+			return m;
+		}
+		done += static_cast<size_t>(n);
+	}
+	// Its offset back at the start: the reader shares it.
+	if (m.valid() &&
+	    (::lseek(m.get(), 0, SEEK_SET) != 0 ||
+	     ::fcntl(m.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)) {
+		int e = errno;
+		m.reset();
+		errno = e;
+	}
+	return m;
 }
 
 }  // namespace airlock::ops

@@ -1,10 +1,11 @@
 #pragma once
 // The proxy's sockets, made by the agent and handed over (ops/proxy.h):
 // listeners and datagram sockets on loopback, bound to lo; and the SNI
-// gate's addresses.
+// gate's addresses. And the sealed memfds its secrets travel in.
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "net/address.h"
@@ -24,5 +25,8 @@ Fd fresh_listener(const Fd& netns, std::vector<Fd>& held);
 uint16_t port_of(int fd);
 // The sockaddr of an address and port; its length.
 socklen_t to_sockaddr(const Address& a, uint16_t port, sockaddr_storage& ss);
+// A memfd holding bytes, sealed against any change (invalid, errno set,
+// when it cannot be had): how the agent hands the proxy a secret.
+Fd sealed_memfd(const char* name, std::string_view bytes);
 
 }  // namespace airlock::ops

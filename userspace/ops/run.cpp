@@ -354,8 +354,10 @@ int run(const Paths& paths, const RunOptions& o)
 				json e = j;
 				e["latched"] = k->set_latch(rec.slot, rec.cgroup_id);
 				sup->audit().write(rec.name, e);
-				spdlog::warn("{}: denied by the SNI gate: {}:{} '{}': {}", rec.name, e.value("dst", ""),
-					     e.value("port", 0), e.value("sni", ""), e.value("reason", ""));
+				bool http = e.value("event", "") == "http-gate";
+				spdlog::warn("{}: denied by the {} gate: {}:{} '{}': {}", rec.name,
+					     http ? "HTTP" : "SNI", e.value("dst", ""), e.value("port", 0),
+					     e.value(http ? "host" : "sni", ""), e.value("reason", ""));
 			};
 			sup->on_reload = [&proxy, &sup](bool ok) {
 				if (ok && proxy)

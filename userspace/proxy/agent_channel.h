@@ -13,6 +13,13 @@
 // nothing else. A denied connection is reported the same way, and the
 // agent takes the sandbox's on_violation.
 //
+// A reload that changes only what the HTTP gate reads (its rules'
+// entries, inject, upstream roots, the secrets): the agent hands the
+// proxy the new policy's text, its secrets and roots (gate/inputs.h) in a
+// sealed memfd, and the proxy judges its next requests under them; its
+// connections stay open. Anything else it reads (the world, the SNI
+// gate's rules) changing starts the proxy again.
+//
 // The proxy's counts: at most once a second while they change, and once
 // more as it stops. The agent keeps the latest for metrics and `status`;
 // they are figures the proxy claims, never a verdict.
@@ -28,6 +35,7 @@ enum : uint32_t {
 	kGateConnect = 1,    // a socket to the origin of `key`, please
 	kGateViolation = 2,  // the gate denied the connection of `key`: sni, reason
 	kProxyStats = 3,     // StatsReport: the proxy's counts since it started
+	kGateInputs = 4,     // agent to proxy: GateInputs, a sealed memfd with it (SCM_RIGHTS)
 };
 
 inline constexpr size_t kGateTextBytes = 256;
@@ -44,6 +52,14 @@ struct GateReply {
 	uint32_t id = 0;
 	int32_t error = 0;  // 0: the socket comes with it (one descriptor, SCM_RIGHTS); else an errno
 };
+
+// Its size tells it from a GateReply, the agent's only other message.
+struct GateInputs {
+	uint32_t type = kGateInputs;
+	uint32_t reserved = 0;
+	uint64_t bytes = 0;  // the memfd's
+};
+static_assert(sizeof(GateInputs) != sizeof(GateReply));
 
 struct StatsReport {
 	uint32_t type = kProxyStats;

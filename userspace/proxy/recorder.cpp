@@ -212,6 +212,7 @@ void WorldImpl::update_http(std::shared_ptr<const HttpGateSetup> s)
 	// The entries' indexes may mean others now: every bucket starts full.
 	rates_.forget();
 	gate_setup_ = std::move(s);
+	gate_reloads_++;
 }
 
 std::string WorldImpl::answer_dns(const Origin& o, std::string_view query)
@@ -321,6 +322,7 @@ WorldStats WorldImpl::stats() const
 	s.http_passed = http_passed_;
 	s.http_denied = http_denied_;
 	s.secrets_refused = secrets_refused_;
+	s.gate_reloads = gate_reloads_;
 	return s;
 }
 
@@ -342,6 +344,11 @@ void WorldRecorder::start()
 void WorldRecorder::stop()
 {
 	impl_->stop();
+}
+
+void WorldRecorder::update_http(std::shared_ptr<const HttpGateSetup> s)
+{
+	impl_->update_http(std::move(s));
 }
 
 WorldStats WorldRecorder::stats() const

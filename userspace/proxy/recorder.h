@@ -122,7 +122,7 @@ private:
 	// Read by stats() from any thread.
 	std::atomic<uint64_t> connections_{0}, unknown_{0}, refused_busy_{0}, http_requests_{0}, tcp_streams_{0},
 		datagrams_{0}, records_written_{0}, records_dropped_{0}, bytes_in_{0}, dns_queries_{0}, sni_passed_{0},
-		sni_denied_{0}, http_passed_{0}, http_denied_{0}, secrets_refused_{0};
+		sni_denied_{0}, http_passed_{0}, http_denied_{0}, secrets_refused_{0}, gate_reloads_{0};
 };
 
 }  // namespace airlock::proxy

@@ -95,6 +95,9 @@ public:
 	// returns once nothing else is pending. On the io_context's thread.
 	void stop();
 	WorldStats stats() const;  // from any thread
+	// A reload's gate setup: the next request of each connection is judged
+	// under it. On the io_context's thread.
+	void update_http(std::shared_ptr<const HttpGateSetup>);
 
 private:
 	std::shared_ptr<WorldImpl> impl_;

@@ -24,6 +24,7 @@ struct WorldStats {
 	uint64_t http_passed = 0;      // requests the HTTP gate sent to their origin
 	uint64_t http_denied = 0;      // ... and answered itself (each a violation)
 	uint64_t secrets_refused = 0;  // requests refused for carrying a secret (the gate's and the world's)
+	uint64_t gate_reloads = 0;     // new gate inputs a reload handed over, taken without a restart
 
 	bool operator==(const WorldStats&) const = default;
 };
@@ -43,7 +44,7 @@ inline constexpr StatsField kStatsFields[] = {
 	{"records_dropped", &WorldStats::records_dropped}, {"bytes_in", &WorldStats::bytes_in},
 	{"sni_passed", &WorldStats::sni_passed},           {"sni_denied", &WorldStats::sni_denied},
 	{"http_passed", &WorldStats::http_passed},         {"http_denied", &WorldStats::http_denied},
-	{"secrets_refused", &WorldStats::secrets_refused},
+	{"secrets_refused", &WorldStats::secrets_refused}, {"gate_reloads", &WorldStats::gate_reloads},
 };
 
 // What the agent writes down: the counts, over every start of the proxy,

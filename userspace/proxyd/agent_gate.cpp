@@ -10,6 +10,7 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gate/inputs.h"
 #include "proxy/agent_channel.h"
 #include "proxyd/origins.h"
 
@@ -18,9 +19,42 @@ namespace airlock::proxyd {
 AgentGate::AgentGate(boost::asio::io_context& io, const Policy& p, int control_fd, int learned_fd)
     : channel_(io, control_fd), learned_(learned_fd)
 {
+	set_rules(p);
+}
+
+void AgentGate::set_rules(const Policy& p)
+{
+	rules_.clear();
 	for (const auto& r : p.rules)
 		if (r.tls_sni_require && r.domain)
 			rules_.emplace(static_cast<uint16_t>(r.index), proxy::GateRule{*r.domain, r.wildcard});
+}
+
+// The memfd's text, whole (at most the bytes the message says, within
+// gate::kMaxInputsBytes), to on_inputs_.
+void AgentGate::take_inputs(int memfd, uint64_t bytes)
+{
+	std::string text;
+	if (bytes <= gate::kMaxInputsBytes) {
+		text.resize(bytes);
+		size_t have = 0;
+		while (have < text.size()) {
+			ssize_t n = ::read(memfd, text.data() + have, text.size() - have);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			have += static_cast<size_t>(n);
+		}
+		text.resize(have);
+	}
+	::close(memfd);
+	if (text.size() != bytes) {
+		spdlog::error("HTTP gate: a reload's inputs could not be read ({} of {} bytes)", text.size(), bytes);
+		return;
+	}
+	if (on_inputs_)
+		on_inputs_(std::move(text));
 }
 
 void AgentGate::stop()
@@ -93,8 +127,12 @@ void AgentGate::wait()
 bool AgentGate::receive()
 {
 	for (;;) {
-		proxy::GateReply r;
-		struct iovec iov = {&r, sizeof(r)};
+		union {
+			proxy::GateReply reply;
+			proxy::GateInputs inputs;
+		} got{};
+		proxy::GateReply& r = got.reply;
+		struct iovec iov = {&got, sizeof(got)};
 		alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
 		struct msghdr m = {};
 		m.msg_iov = &iov;
@@ -116,6 +154,10 @@ bool AgentGate::receive()
 			for (auto& [id, done] : waiting)
 				done(-1, EPIPE);
 			return false;
+		}
+		if (n == sizeof(got.inputs) && got.inputs.type == proxy::kGateInputs && fd >= 0) {
+			take_inputs(fd, got.inputs.bytes);
+			continue;
 		}
 		auto it = n == sizeof(r) ? pending_.find(r.id) : pending_.end();
 		if (it == pending_.end()) {

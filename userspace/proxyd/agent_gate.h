@@ -21,6 +21,11 @@ public:
 	AgentGate(boost::asio::io_context& io, const Policy& p, int control_fd, int learned_fd);
 
 	void start() { wait(); }
+	// What to do with the gate inputs a reload hands over (gate/inputs.h,
+	// as the agent encoded them).
+	void on_inputs(std::function<void(std::string)> f) { on_inputs_ = std::move(f); }
+	// The SNI gate's rules, from a reloaded policy.
+	void set_rules(const Policy&);
 	// The recorder stopped: the channel closes, nothing more is waited for.
 	void stop();
 
@@ -35,12 +40,14 @@ private:
 	void post(std::function<void(int, int)> done, int fd, int err);
 	void wait();
 	bool receive();
+	void take_inputs(int memfd, uint64_t bytes);
 
 	boost::asio::posix::stream_descriptor channel_;
 	kernel::LearnedNames learned_;
 	std::unordered_map<uint16_t, proxy::GateRule> rules_;
 	std::unordered_map<uint32_t, std::function<void(int, int)>> pending_;
 	uint32_t last_id_ = 0;
+	std::function<void(std::string)> on_inputs_;
 };
 
 }  // namespace airlock::proxyd

@@ -14,7 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "confine/process.h"
-#include "gate/secrets.h"
+#include "gate/inputs.h"
 #include "policy/policy.h"
 #include "proxy/gate_tls.h"
 #include "proxy/http_gate.h"
@@ -87,43 +87,50 @@ std::shared_ptr<proxy::TlsTerminator> read_ca(int ca_fd)
 	return tls;
 }
 
-// The PEM file a rule names (tls.upstream_ca), read as root before the
-// proxy drops to its user, as load_policy read it.
-std::string read_roots(const std::string& path)
-{
-	auto text = gate::read_policy_file(path);
-	if (!text)
-		fail("tls.upstream_ca {}: {}", path, text.rejection().first());
-	return *text;
-}
-
-// What the HTTP gate serves with (null: no rule is inspected): the rules,
-// the policy's secrets read as root, the origins' roots, and TLS with the
-// sandbox's CA (plain HTTP only without one). Before the filter: it
-// reads files.
-std::shared_ptr<const proxy::HttpGateSetup> http_gate_setup(const Policy& p, std::shared_ptr<proxy::TlsTerminator> tls)
+// What the HTTP gate serves with (null: no rule is inspected and no
+// secret named): the rules, the policy's secrets, the origins' roots, and
+// TLS with the sandbox's CA (plain HTTP only without one).
+std::shared_ptr<proxy::HttpGateSetup> http_gate_setup(const Policy& p, const gate::Inputs& in,
+						      std::shared_ptr<proxy::GateTls> tls)
 {
 	auto setup = std::make_shared<proxy::HttpGateSetup>();
 	for (const Rule& r : p.rules) {
 		if (!r.http)
 			continue;
 		proxy::HttpGateRule g{r.domain.value_or(""), r.wildcard, *r.http, ""};
-		if (!r.http->upstream_ca.empty())
-			g.upstream_ca_pem = read_roots(r.http->upstream_ca);
+		if (auto ca = in.upstream_ca.find(r.index); ca != in.upstream_ca.end())
+			g.upstream_ca_pem = ca->second;
 		setup->rules.emplace(static_cast<uint16_t>(r.index), std::move(g));
 	}
 	// The secrets are never-send patterns for the world's recorder too.
 	if (setup->rules.empty() && p.secrets.empty())
 		return nullptr;
-	auto secrets = gate::read_secrets(p);
-	if (!secrets)
-		fail("{}", secrets.rejection().first());
-	setup->never_send = gate::NeverSend(secrets->never_send);
-	for (auto& v : secrets->injectable)
+	setup->never_send = gate::NeverSend(in.secrets.never_send);
+	for (const auto& v : in.secrets.injectable)
 		setup->injectable[v.name] = v.value;
-	if (tls)
-		setup->tls = std::make_shared<proxy::GateTls>(std::move(tls));
+	setup->tls = std::move(tls);
 	return setup;
+}
+
+// A reload's inputs (the agent's, gate/inputs.h): the HTTP gate's next
+// requests are judged under them; the SNI gate's rules are the new
+// policy's. What cannot be read leaves the gate as it was, and says so.
+void take_reload(const std::string& text, const std::string& sandbox, const std::shared_ptr<proxy::GateTls>& tls,
+		 proxy::WorldRecorder& recorder, AgentGate& gate)
+{
+	auto in = gate::decode_inputs(text);
+	if (!in) {
+		spdlog::error("proxy of sandbox {}: a reload: {}", sandbox, in.rejection().first());
+		return;
+	}
+	auto p = parse_policy_text(in->policy_text, "reloaded policy");
+	if (!p) {
+		spdlog::error("proxy of sandbox {}: a reload: {}", sandbox, p.rejection().first());
+		return;
+	}
+	recorder.update_http(http_gate_setup(*p, *in, tls));
+	gate.set_rules(*p);
+	spdlog::info("proxy of sandbox {}: the gate's rules are a reload's", sandbox);
 }
 
 // A gated connection spliced holds a pipe a way, four descriptors more
@@ -178,7 +185,13 @@ int run(const ProxyArgs& a)
 	o.world = parsed->world.value_or(WorldPolicy{});
 	if (a.ca_fd >= 0)
 		o.tls = read_ca(a.ca_fd);
-	o.http = http_gate_setup(*parsed, o.tls);
+	// Read as root, before the filter: the secrets and the origins' roots.
+	auto inputs = gate::read_inputs(*parsed, "");
+	if (!inputs)
+		fail("{}", inputs.rejection().first());
+	std::shared_ptr<proxy::GateTls> gate_tls = o.tls ? std::make_shared<proxy::GateTls>(o.tls) : nullptr;
+	o.http = http_gate_setup(*parsed, *inputs, gate_tls);
+	inputs = gate::Inputs{};
 	prepare_process();
 
 	boost::asio::io_context io;
@@ -193,6 +206,11 @@ int run(const ProxyArgs& a)
 		o.gate = gate;
 	}
 	proxy::WorldRecorder recorder(io, o, [&origins](int fd) { return origins.of_connection(fd); });
+	if (gate)
+		gate->on_inputs([&](std::string text) {
+			take_reload(text, a.sandbox, gate_tls, recorder, *gate);
+			OPENSSL_cleanse(text.data(), text.size());
+		});
 	std::optional<StatsReporter> reporter;
 	if (a.control_fd >= 0)
 		reporter.emplace(io, recorder, a.control_fd);
