@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <type_traits>
@@ -48,6 +49,7 @@ bool host_in_rule(const std::string& host, const HttpGateRule& r)
 namespace {
 
 constexpr size_t kPiece = 16 * 1024;
+constexpr size_t kBodyPiece = 64 * 1024;  // of an answer's body, as it streams back
 
 const char* status_text(unsigned s)
 {
@@ -95,6 +97,7 @@ public:
 
 	void start() override
 	{
+		no_delay(client_socket());
 		arm();
 		sniff();
 	}
@@ -102,6 +105,15 @@ public:
 	void stop() override { finish(); }
 
 private:
+	// A head and its body, a TLS record and the next, are separate writes:
+	// none is held back waiting for the ACK of the one before (Nagle's
+	// algorithm against a peer's delayed ACK: 40 ms a request).
+	static void no_delay(tcp::socket& s)
+	{
+		error_code ignored;
+		s.set_option(tcp::no_delay(true), ignored);
+	}
+
 	void arm()
 	{
 		timer_.expires_after(limits_.idle_timeout);
@@ -458,6 +470,7 @@ private:
 					       return;
 				       if (why)
 					       return self->upstream_failed(*why);
+				       no_delay(*self->upstream_socket());
 				       if (self->client_tls_)
 					       return self->upstream_handshake();
 				       self->send_upstream();
@@ -573,19 +586,19 @@ private:
 			return finish();  // the origin broke off: so does the sandbox's answer
 		arm();
 		size_t n = sizeof(piece_) - resp_->get().body().size;
+		// The piece as it came, framed when the answer goes out chunked.
 		back_.clear();
 		if (chunked_out_ && n > 0)
 			back_ = fmt::format("{:x}\r\n", n);
-		back_.append(piece_, n);
-		if (chunked_out_ && n > 0)
-			back_ += "\r\n";
+		static const std::string kCrlf = "\r\n";
+		std::array<net::const_buffer, 3> out{net::buffer(back_), net::buffer(piece_, n),
+						     net::buffer(kCrlf.data(), chunked_out_ && n > 0 ? 2 : 0)};
 		with_client([&](auto& c) {
-			net::async_write(c, net::buffer(back_),
-					 [self = shared_from_this()](const error_code& e, size_t) {
-						 if (e || self->done_)
-							 return self->finish();
-						 self->relay_body();
-					 });
+			net::async_write(c, out, [self = shared_from_this()](const error_code& e, size_t) {
+				if (e || self->done_)
+					return self->finish();
+				self->relay_body();
+			});
 		});
 	}
 
@@ -697,7 +710,7 @@ private:
 	GateRequestRecord rec_;
 	boost::beast::flat_buffer up_buf_;
 	std::optional<http::response_parser<http::buffer_body>> resp_;
-	char piece_[kPiece];
+	char piece_[kBodyPiece];
 };
 
 }  // namespace
