@@ -7,10 +7,14 @@ Listens on [::]:PORT with CERT/KEY (HTTP/1.1, kept-alive connections) and
 prints one JSON line per request it reads, before answering it:
 {"method", "target", "headers": [[name, value], ...], "body": text}. Paths
 under /git/ are served by `git http-backend` (CGI) from GIT_ROOT, pushes
-included; every other request is answered 200 with the body "origin:" and
-its target. Prints "serving" once it listens.
+included; a WebSocket upgrade is accepted (101) and every byte after it
+echoed back as it is, until the client ends; every other request is
+answered 200 with the body "origin:" and its target. Prints "serving" once
+it listens.
 """
+import base64
 import functools
+import hashlib
 import http.server
 import json
 import os
@@ -18,6 +22,9 @@ import socket
 import ssl
 import subprocess
 import sys
+
+
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -68,12 +75,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 headers.append((k, v.strip()))
         self._answer(status, headers, rest)
 
+    def _websocket(self):
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.end_headers()
+        self.wfile.flush()
+        while True:
+            b = self.connection.recv(65536)
+            if not b:
+                break
+            self.connection.sendall(b)
+        self.close_connection = True
+
     def _any(self):
         body = self._read_body()
         print(json.dumps({"method": self.command, "target": self.path,
                           "headers": [[k, v] for k, v in self.headers.items()],
                           "body": body.decode("utf-8", "replace")}), flush=True)
-        if self.path.startswith("/git/"):
+        if self.headers.get("Upgrade", "").lower() == "websocket":
+            self._websocket()
+        elif self.path.startswith("/git/"):
             self._git(body)
         else:
             self._answer(200, [("Content-Type", "text/plain")], b"origin:" + self.path.encode())

@@ -125,6 +125,7 @@ protected:
 		refs["query"] = {{"service", {"git-upload-pack", "git-receive-pack"}}};
 		http.push_back(refs);
 		http.push_back(entry({"POST"}, "/git/repo.git/git-upload-pack"));
+		http.push_back(entry({"GET"}, "/ws"));
 		p["rules"].push_back({{"action", "allow"},
 				      {"domain", "allowed.test"},
 				      {"ports", json::array({kPort})},
@@ -664,6 +665,62 @@ TEST_F(Gate, AReloadAppliesToTheNextRequestOfAConnection)
 		statuses.push_back(a["status"].is_null() ? "none" : a["status"].dump());
 	EXPECT_EQ(statuses, (std::vector<std::string>{"200", "403", "200"})) << got.dump();
 	EXPECT_EQ(received(), (std::vector<std::string>{"GET /pub/a", "GET /talk/c"}));
+}
+
+// A WebSocket is judged at its upgrade: /ws is allowed, the origin's 101
+// (its Sec-WebSocket-Accept intact) reaches the client, and the bytes
+// after it pass both ways untouched (the origin echoes them); an upgrade
+// to a path no entry allows is answered 403 and never reaches the origin.
+TEST_F(Gate, AWebSocketIsJudgedAtItsUpgradeAndItsFramesPass)
+{
+	std::string client = env().write_text(
+		"ws_client.py",
+		"import json, socket, ssl, sys\n"
+		"out = {}\n"
+		"for path in ('/ws', '/ws-other'):\n"
+		"    s = ssl.create_default_context().wrap_socket(socket.create_connection(('allowed.test', 9443), "
+		"timeout=5), server_hostname='allowed.test')\n"
+		"    s.sendall(('GET %s HTTP/1.1\\r\\nHost: allowed.test:9443\\r\\nConnection: Upgrade\\r\\n'\n"
+		"               'Upgrade: websocket\\r\\nSec-WebSocket-Version: 13\\r\\n'\n"
+		"               'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\n\\r\\n' % path).encode())\n"
+		"    head = b''\n"
+		"    while b'\\r\\n\\r\\n' not in head:\n"
+		"        b = s.recv(1)\n"
+		"        if not b: break\n"
+		"        head += b\n"
+		"    r = {'status': head.split(b' ')[1].decode() if head else None,\n"
+		"         'accept': 's3pPLMBiTxaQ9kYGzzhZRbK+xOo=' in head.decode('latin-1')}\n"
+		"    if r['status'] == '101':\n"
+		"        frame = bytes([0x81, 0x85, 1, 2, 3, 4]) + bytes(c ^ k for c, k in zip(b'hello', b'\\x01\\x02\\x03\\x04\\x01'))\n"
+		"        got = b''\n"
+		"        for i in range(3):\n"
+		"            s.sendall(frame)\n"
+		"            while len(got) < len(frame) * (i + 1):\n"
+		"                b = s.recv(4096)\n"
+		"                if not b: break\n"
+		"                got += b\n"
+		"        r['echoed'] = got == frame * 3\n"
+		"    out[path] = r\n"
+		"    s.close()\n"
+		"print(json.dumps(out))\n");
+	std::string name = made("ws");
+	RunResult rr = sandboxed(name, {world().exec("ws", {python(), client}, 30)});
+	json r = json::parse(result(rr, "ws").value("out", ""), nullptr, false);
+	ASSERT_TRUE(r.is_object()) << result(rr, "ws").dump();
+	EXPECT_EQ(r["/ws"].value("status", json()).dump(), "\"101\"") << r.dump();
+	EXPECT_TRUE(r["/ws"].value("accept", false)) << r.dump();
+	EXPECT_TRUE(r["/ws"].value("echoed", false)) << r.dump();
+	EXPECT_EQ(r["/ws-other"].value("status", json()).dump(), "\"403\"") << r.dump();
+	EXPECT_EQ(received(), std::vector<std::string>{"GET /ws"}) << origin_->out();
+	auto reqs = origin_requests();
+	ASSERT_EQ(reqs.size(), 1u);
+	std::map<std::string, std::string> h;
+	for (const auto& kv : reqs[0]["headers"])
+		h[lower(kv[0].get<std::string>())] = kv[1];
+	EXPECT_EQ(h["upgrade"], "websocket");
+	EXPECT_EQ(h["connection"], "Upgrade");
+	EXPECT_EQ(h["sec-websocket-key"], "dGhlIHNhbXBsZSBub25jZQ==");
+	EXPECT_EQ(h["authorization"], "Bearer " + token_);
 }
 
 // rate "3/m": three requests pass, the fourth is answered 429 by the gate.

@@ -275,6 +275,14 @@ TEST(Http1, TheUpstreamHeadIsWrittenFromWhatWasRead)
 	ASSERT_TRUE(post);
 	EXPECT_EQ(upstream_head(*post, "/", "a", 443, true, {}, 0),
 		  "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+	// A WebSocket's upgrade goes on as one, its own headers with it.
+	auto ws = read_request_head(
+		"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\n"
+		"Upgrade: websocket\r\nSec-WebSocket-Key: k==\r\nSec-WebSocket-Version: 13\r\n\r\n");
+	ASSERT_TRUE(ws) << ws.rejection().message;
+	EXPECT_EQ(upstream_head(*ws, "/ws", "a", 443, true, {}, 0),
+		  "GET /ws HTTP/1.1\r\nHost: a\r\nSec-WebSocket-Key: k==\r\nSec-WebSocket-Version: 13\r\n"
+		  "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
 }
 
 }  // namespace

@@ -447,6 +447,8 @@ std::string upstream_head(const RequestHead& r, std::string_view target, std::st
 	}
 	for (const Header& a : added)
 		out += fmt::format("{}: {}\r\n", a.name, a.value);
+	if (r.websocket)
+		out += "Connection: Upgrade\r\nUpgrade: websocket\r\n";
 	if (body_bytes > 0 || r.body != RequestHead::Body::None || body_method(r.method))
 		out += fmt::format("Content-Length: {}\r\n", body_bytes);
 	out += "\r\n";

@@ -88,8 +88,10 @@ private:
 // The head that goes upstream for a judged request: its method, the
 // canonical target, Host (the name, and the port unless it is the
 // scheme's), the client's end-to-end headers but those in `replaced`
-// (lower case: what inject sets), then `added`, then Content-Length when
-// there is a body (or the method sends one). Hop-by-hop headers (those
+// (lower case: what inject sets), then `added`, then a WebSocket's
+// upgrade (Connection: Upgrade, Upgrade: websocket) when the request
+// asked for one, then Content-Length when there is a body (or the method
+// sends one). Hop-by-hop headers (those
 // Connection names too), Proxy-*, Expect and Keep-Alive never pass.
 std::string upstream_head(const RequestHead&, std::string_view canonical_target, std::string_view host, uint16_t port,
 			  bool tls, const std::vector<Header>& added, uint64_t body_bytes);

@@ -533,6 +533,8 @@ private:
 	{
 		const auto& m = resp_->get();
 		rec_.status = m.result_int();
+		if (m.result_int() == 101)
+			return head_.websocket ? upgraded() : upstream_failed("it switched protocols unasked");
 		bool no_body = resp_->is_done();
 		length_ = resp_->content_length();
 		chunked_out_ = !no_body && !length_;
@@ -620,6 +622,88 @@ private:
 							 return self->finish();
 						 after();
 					 });
+		});
+	}
+
+	// A WebSocket the origin accepted (101): its answer's head goes back
+	// as the origin wrote it, but for what says how the connection goes
+	// on; then the connection is a tunnel, bytes passed both ways as they
+	// come (the frames are not read), until either side ends it or it is
+	// idle for the idle timeout. The request, judged, is its record.
+	void upgraded()
+	{
+		const auto& m = resp_->get();
+		std::string h = fmt::format("HTTP/1.1 101 {}\r\n", std::string(m.reason()));
+		for (const auto& f : m) {
+			std::string n = lower(std::string(f.name_string()));
+			if (n == "connection" || n == "upgrade" || n == "keep-alive" || n == "transfer-encoding" ||
+			    n == "content-length" || n == "proxy-connection")
+				continue;
+			h += fmt::format("{}: {}\r\n", std::string(f.name_string()), std::string(f.value()));
+		}
+		back_ = h + "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+		host_->record_request(origin_, rec_);
+		// What either side sent after its head is the tunnel's first bytes.
+		auto left = up_buf_.data();
+		back_.append(static_cast<const char*>(left.data()), left.size());
+		up_buf_.consume(left.size());
+		with_client([&](auto& c) {
+			net::async_write(c, net::buffer(back_),
+					 [self = shared_from_this()](const error_code& ec, size_t) {
+						 if (ec || self->done_)
+							 return self->finish();
+						 self->pump_up();
+						 self->pump_back();
+					 });
+		});
+	}
+
+	// The sandbox's bytes to the origin: what was read already, then
+	// piece after piece.
+	void pump_up()
+	{
+		if (in_.empty()) {
+			in_.resize(kPiece);
+			return with_client([&](auto& c) {
+				c.async_read_some(net::buffer(in_),
+						  [self = shared_from_this()](const error_code& ec, size_t n) {
+							  if (ec || self->done_)
+								  return self->finish();
+							  self->in_.resize(n);
+							  self->arm();
+							  self->pump_up();
+						  });
+			});
+		}
+		with_upstream([&](auto& up) {
+			net::async_write(up, net::buffer(in_),
+					 [self = shared_from_this()](const error_code& ec, size_t) {
+						 if (ec || self->done_)
+							 return self->finish();
+						 self->in_.clear();
+						 self->pump_up();
+					 });
+		});
+	}
+
+	// The origin's bytes to the sandbox.
+	void pump_back()
+	{
+		with_upstream([&](auto& up) {
+			up.async_read_some(net::buffer(piece_),
+					   [self = shared_from_this()](const error_code& ec, size_t n) {
+						   if (ec || self->done_)
+							   return self->finish();
+						   self->arm();
+						   self->with_client([&](auto& c) {
+							   net::async_write(c, net::buffer(self->piece_, n),
+									    [self](const error_code& e, size_t) {
+										    if (e || self->done_)
+											    return self->finish();
+										    self->pump_back();
+									    });
+						   });
+					   });
 		});
 	}
 
