@@ -38,14 +38,21 @@ bool any_gated(const Policy& p)
 	return std::any_of(p.rules.begin(), p.rules.end(), [](const Rule& r) { return r.gated(); });
 }
 
+bool any_inspected(const Policy& p)
+{
+	return std::any_of(p.rules.begin(), p.rules.end(), [](const Rule& r) { return r.http.has_value(); });
+}
+
 }  // namespace
 
 // Only a proxy that has the channel's reader (a gated rule when it
 // started, and now) takes inputs; the world and the SNI gate's rules stay.
+// The first inspected rule needs TLS to origins, whose roots the proxy
+// reads only as it starts.
 bool proxy_takes_reload(const Policy& before, const Policy& after)
 {
 	return before.world == after.world && sni_rules(before) == sni_rules(after) && any_gated(before) &&
-	       any_gated(after);
+	       any_gated(after) && (any_inspected(before) || !any_inspected(after));
 }
 
 bool SandboxProxy::hand_over(const Policy& p, unsigned bank)

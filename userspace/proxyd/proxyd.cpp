@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <memory>
 #include <optional>
@@ -189,7 +190,12 @@ int run(const ProxyArgs& a)
 	auto inputs = gate::read_inputs(*parsed, "");
 	if (!inputs)
 		fail("{}", inputs.rejection().first());
-	std::shared_ptr<proxy::GateTls> gate_tls = o.tls ? std::make_shared<proxy::GateTls>(o.tls) : nullptr;
+	// TLS to origins (the system's roots, read now) only where a rule is
+	// inspected: a world without one runs where there are no roots.
+	bool inspected = std::any_of(parsed->rules.begin(), parsed->rules.end(),
+				     [](const Rule& r) { return r.http.has_value(); });
+	std::shared_ptr<proxy::GateTls> gate_tls = o.tls && inspected ? std::make_shared<proxy::GateTls>(o.tls)
+								      : nullptr;
 	o.http = http_gate_setup(*parsed, *inputs, gate_tls);
 	inputs = gate::Inputs{};
 	prepare_process();
