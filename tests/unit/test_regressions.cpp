@@ -88,6 +88,11 @@ TEST(Regressions, KeysInJsonPathsAreEscaped)
 	EXPECT_EQ(only_error(R"({"version": 1, "name": "a", "rules": [{"action": "redirect", "cidr": "0.0.0.0/0",
 		  "to": "world"}], "world": {"responses": [{"host": "*", "headers": {"Conte\nt-Type": "x"}}]}})"),
 		  "p.json: world/responses/0/headers/Conte\\x0at-Type: is not an HTTP header name");
+	// So are an inject's header names, a query's parameter names and a JSON
+	// rule's pointers: every key is escaped where the path is made.
+	EXPECT_EQ(only_error(R"({"version": 1, "name": "a", "rules": [{"action": "allow", "domain": "a.test",
+		  "protocol": "tcp", "http": [{"methods": ["GET"], "path": "/"}], "inject": {"Auth\u007fz": "x"}}]})"),
+		  "p.json: rules/0/inject/Auth\\x7fz: 'Auth\\x7fz' is not a header name");
 }
 
 // The daemon's configuration echoed keys and values as JSON, which leaves

@@ -51,9 +51,11 @@ public:
 		}
 	}
 
+	// A key as an error's JSON path shows it: escaped, whatever the file
+	// named it (printable() of printable text is itself).
 	static std::string join(const std::string& path, const std::string& key)
 	{
-		return path.empty() ? key : path + "/" + key;
+		return path.empty() ? printable(key) : path + "/" + printable(key);
 	}
 
 	// A rule and its parts (parse_rule.cpp).
