@@ -150,7 +150,8 @@ struct Answer {
 
 class HttpGateTlsTest : public ::testing::Test {
 protected:
-	void start(const std::string& origin_name, bool trust_origin_ca)
+	// roots: the system's roots file ("" OpenSSL's default).
+	void start(const std::string& origin_name, bool trust_origin_ca, const std::string& roots = "")
 	{
 		origin_ = std::make_unique<TlsOrigin>(origin_name);
 		auto [fd, port] = loopback::listen();
@@ -161,8 +162,9 @@ protected:
 		if (trust_origin_ca)
 			rule.upstream_ca_pem = origin_ca().cert_pem;
 		host_ = std::make_shared<StubHost>(rule);
-		tls_ = std::make_shared<GateTls>(
-			std::make_shared<TlsTerminator>(sandbox_ca().cert_pem, sandbox_ca().key_pem));
+		tls_ = std::make_shared<GateTls>(std::make_shared<TlsTerminator>(sandbox_ca().cert_pem,
+										 sandbox_ca().key_pem),
+						 roots);
 		thread_ = std::thread([this] { io_.run(); });
 	}
 	void TearDown() override
@@ -317,6 +319,18 @@ TEST_F(HttpGateTlsTest, AnOriginCertificateForAnotherNameGetsNoRequest)
 	EXPECT_NE(a.bytes.find("the origin: certificate not verified (hostname mismatch)"), std::string::npos)
 		<< a.bytes;
 	EXPECT_TRUE(origin_->seen().empty());
+}
+
+// A system without roots (no such file): the gate still serves, its
+// origins verified by the rule's tls.upstream_ca alone; one outside it is
+// still refused.
+TEST_F(HttpGateTlsTest, WithoutSystemRootsTheRulesRootsStillVerify)
+{
+	start("wiki.example.org", true, "/nonexistent/airlock-test-roots.pem");
+	Answer a = request("wiki.example.org", kGet);
+	ASSERT_TRUE(a.handshake) << a.error;
+	EXPECT_EQ(a.bytes.substr(0, a.bytes.find("\r\n")), "HTTP/1.1 200 OK") << a.bytes;
+	EXPECT_EQ(origin_->seen().size(), 1u);
 }
 
 }  // namespace

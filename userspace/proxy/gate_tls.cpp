@@ -6,6 +6,9 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -49,8 +52,12 @@ size_t add_pem(X509_STORE* store, const std::string& pem, const std::string& wha
 	return n;
 }
 
+// The system's roots, or "" where the system has none (no such file): its
+// origins then verify by a rule's tls.upstream_ca alone, or not at all.
 std::string read_all(const std::string& path)
 {
+	if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT)
+		return "";
 	std::unique_ptr<BIO, decltype(&BIO_free)> b(BIO_new_file(path.c_str(), "r"), BIO_free);
 	if (!b)
 		throw std::runtime_error("the system's roots " + path + ": " + openssl_error());
@@ -80,7 +87,8 @@ ssl::context& GateTls::upstream(const std::string& extra_roots_pem)
 		throw std::runtime_error("an origin's TLS context: " + openssl_error());
 	SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET);
 	X509_STORE* store = SSL_CTX_get_cert_store(c);
-	add_pem(store, roots_pem_, "the system's roots");
+	if (!roots_pem_.empty())
+		add_pem(store, roots_pem_, "the system's roots");
 	if (!extra_roots_pem.empty())
 		add_pem(store, extra_roots_pem, "tls.upstream_ca");
 	SSL_CTX_set_verify(c, SSL_VERIFY_PEER, nullptr);

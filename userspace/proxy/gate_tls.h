@@ -22,7 +22,9 @@ namespace airlock::proxy {
 class GateTls {
 public:
 	// The system's roots are read here, before the proxy confines itself:
-	// from roots_file, or OpenSSL's default file when "".
+	// from roots_file, or OpenSSL's default file when ""; none where that
+	// file does not exist (an origin then verifies by tls.upstream_ca
+	// alone, or fails: never an unverified connection).
 	GateTls(std::shared_ptr<TlsTerminator> terminator, const std::string& roots_file = "");
 
 	// The context of the sandbox's side (sessions get their leaf through
