@@ -10,7 +10,8 @@
 # mechanism (unix hooks, a signal from sock_addr programs) airlock says so.
 # World mode records a request and a datagram; a redirect to a target is
 # told its original destination (SO_ORIGINAL_DST); the SNI gate passes the
-# rule's name and denies another over its address; a byte budget cuts an
+# rule's name and denies another over its address; the HTTP gate sends a
+# request its entries allow and answers another 403; a byte budget cuts an
 # upload at its limit and refuses the rule's next connect, and the socket
 # that held the refused bytes is ended before the programs are detached.
 # Needs: qemu-system-x86, busybox-static, and the kernel package, which this
@@ -63,6 +64,12 @@ JSON
 cat > "$root/gate.json" <<'JSON'
 {"version": 1, "name": "vm-gate", "on_violation": "deny",
  "rules": [{"action": "allow", "domain": "allowed.test", "ports": [8443], "protocol": "tcp", "tls": {"sni": "require"}}],
+ "dns": {"resolvers": ["127.0.0.1"], "types": ["A"]}}
+JSON
+cat > "$root/http.json" <<'JSON'
+{"version": 1, "name": "vm-http", "on_violation": "deny",
+ "rules": [{"action": "allow", "domain": "allowed.test", "ports": [8480], "protocol": "tcp",
+            "http": [{"methods": ["GET"], "path": "/pub/*"}]}],
  "dns": {"resolvers": ["127.0.0.1"], "types": ["A"]}}
 JSON
 cat > "$root/target.json" <<'JSON'
@@ -126,6 +133,16 @@ airlock run --policy /gate.json --name vm-gate --audit-log /tmp/gate-audit.jsonl
   sh -c 'nslookup -type=A allowed.test 127.0.0.1 >/dev/null; probe hello 127.0.0.1 8443 evil.test;
          probe hello 127.0.0.1 8443 allowed.test' > /tmp/gate.out 2>/tmp/gate.err
 echo "VMTEST gate-exit $?"
+# The HTTP gate on this kernel, plain HTTP: a request outside the rule's
+# entries answered 403 by the gate, one inside them sent to the origin.
+printf 'HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nHTTP-UP\n' | nc -l -p 8480 > /tmp/got-http &
+sleep 1
+airlock run --policy /http.json --name vm-http --audit-log /tmp/http-audit.jsonl -- \
+  sh -c 'nslookup -type=A allowed.test 127.0.0.1 >/dev/null;
+         printf "GET /admin HTTP/1.1\r\nHost: allowed.test:8480\r\nConnection: close\r\n\r\n" | nc -w 3 127.0.0.1 8480;
+         printf "GET /pub/x HTTP/1.1\r\nHost: allowed.test:8480\r\nConnection: close\r\n\r\n" | nc -w 3 127.0.0.1 8480' \
+  > /tmp/http.out 2>/tmp/http.err
+echo "VMTEST http-exit $?"
 # A redirect to a target of the operator's: the connect lands there, and the
 # target, in a cgroup of its own, is told by SO_ORIGINAL_DST where it was
 # meant to go.
@@ -187,6 +204,14 @@ grep -q '^HELLO evil.test closed$' /tmp/gate.out && grep -q '^HELLO allowed.test
   grep -q '"verdict":"pass","sni":"allowed.test"' $gr && \
   grep -q '"event":"sni-gate".*"violation":true\|"violation":true.*"event":"sni-gate"' /tmp/gate-audit.jsonl || \
   { echo "VMTEST gate"; cat /tmp/gate.err /tmp/gate.out $gr /tmp/gate-audit.jsonl; ok=0; }
+# The HTTP gate: the refused request answered 403 and recorded, audited as
+# a violation, never at the origin; the allowed one answered by it.
+hr=/var/log/airlock/world/vm-http.jsonl
+grep -q '^HTTP/1.1 403 Forbidden' /tmp/http.out && grep -q '^HTTP-UP$' /tmp/http.out && \
+  grep -q 'GET /pub/x HTTP/1.1' /tmp/got-http && ! grep -q admin /tmp/got-http && \
+  grep -q '"method":"GET".*"path":"/admin".*"reason":"http-deny"' $hr && \
+  grep -q '"event":"http-gate".*"violation":true\|"violation":true.*"event":"http-gate"' /tmp/http-audit.jsonl || \
+  { echo "VMTEST http"; cat /tmp/http.err /tmp/http.out /tmp/got-http $hr /tmp/http-audit.jsonl; ok=0; }
 cat /tmp/audit.jsonl /tmp/contain.jsonl
 grep -q '^ORIGDST 203.0.113.10:80$' /tmp/target-sim.out && grep -q '^TARGET-UP$' /tmp/target.out || \
   { echo "VMTEST target"; cat /tmp/target.err /tmp/target.out /tmp/target-sim.out; ok=0; }
