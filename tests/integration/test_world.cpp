@@ -439,7 +439,10 @@ TEST_F(World, AFlowOpenedBeforeARedirectNeverLeavesAfterIt)
 	EXPECT_EQ(res["post_udp"].value("errno", ""), "EPERM") << res.dump();
 	Match tcp = Violation("egress", "not-redirected", kAllowed4, 9003);
 	Match udp = Violation("egress", "not-redirected", kAllowed4, 9004);
+	// Each is written when the agent reads its event: waited for, both.
 	EXPECT_TRUE(wait_until([&] { return !decisions(env().audit(), tcp).empty(); }, 5s))
+		<< dump_lines(env().audit());
+	EXPECT_TRUE(wait_until([&] { return !decisions(env().audit(), udp).empty(); }, 5s))
 		<< dump_lines(env().audit());
 	EXPECT_TRUE(Logged(env().audit(), udp, name)) << dump_lines(env().audit());
 	EXPECT_TRUE(NothingArrived(env(), prefix + "-POST-TCP"));
