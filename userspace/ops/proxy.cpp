@@ -484,22 +484,7 @@ void SandboxProxy::answer(const proxy::GateRequest& q)
 		if (!started)
 			r.error = errno;
 	}
-	struct iovec iov = {&r, sizeof(r)};
-	alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-	struct msghdr m = {};
-	m.msg_iov = &iov;
-	m.msg_iovlen = 1;
-	if (r.error == 0) {
-		m.msg_control = control;
-		m.msg_controllen = sizeof(control);
-		struct cmsghdr* c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		int fd = s.get();
-		std::memcpy(CMSG_DATA(c), &fd, sizeof(fd));
-	}
-	if (::sendmsg(ctl_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+	if (send_with_fd(ctl_.get(), &r, sizeof(r), r.error == 0 ? s.get() : -1) < 0)
 		spdlog::debug("{}: SNI gate reply: {}", rec_.name, std::strerror(errno));
 }
 

@@ -82,20 +82,7 @@ bool SandboxProxy::hand_over(const Policy& p, unsigned bank)
 		spdlog::warn("{}: the gate's inputs for the proxy: {}", rec_.name, std::strerror(errno));
 		return false;
 	}
-	struct iovec iov = {&msg, sizeof(msg)};
-	alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-	struct msghdr h = {};
-	h.msg_iov = &iov;
-	h.msg_iovlen = 1;
-	h.msg_control = control;
-	h.msg_controllen = sizeof(control);
-	struct cmsghdr* c = CMSG_FIRSTHDR(&h);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	int fd = m.get();
-	std::memcpy(CMSG_DATA(c), &fd, sizeof(fd));
-	if (::sendmsg(ctl_.get(), &h, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(msg))) {
+	if (send_with_fd(ctl_.get(), &msg, sizeof(msg), m.get()) != static_cast<ssize_t>(sizeof(msg))) {
 		spdlog::warn("{}: the gate's inputs for the proxy: {}", rec_.name, std::strerror(errno));
 		return false;
 	}

@@ -123,6 +123,25 @@ socklen_t to_sockaddr(const Address& a, uint16_t port, sockaddr_storage& ss)
 	return sizeof(sockaddr_in6);
 }
 
+ssize_t send_with_fd(int channel, const void* msg, size_t len, int fd)
+{
+	struct iovec iov = {const_cast<void*>(msg), len};
+	alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+	struct msghdr m = {};
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	if (fd >= 0) {
+		m.msg_control = control;
+		m.msg_controllen = sizeof(control);
+		struct cmsghdr* c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		std::memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+	}
+	return ::sendmsg(channel, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 Fd sealed_memfd(const char* name, std::string_view bytes)
 {
 	Fd m(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));

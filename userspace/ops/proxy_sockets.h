@@ -28,5 +28,8 @@ socklen_t to_sockaddr(const Address& a, uint16_t port, sockaddr_storage& ss);
 // A memfd holding bytes, sealed against any change (invalid, errno set,
 // when it cannot be had): how the agent hands the proxy a secret.
 Fd sealed_memfd(const char* name, std::string_view bytes);
+// One message on the proxy's channel, a descriptor with it (SCM_RIGHTS)
+// unless fd < 0; without blocking. What sendmsg returns.
+ssize_t send_with_fd(int channel, const void* msg, size_t len, int fd);
 
 }  // namespace airlock::ops
